@@ -1,0 +1,219 @@
+"""Records exchanged by the frontend, compile and measure stages (and read by rules and orchestrator).
+
+They are the whole interface between stages: each is a dataclass serialized as JSON, so a task
+message, a file in the job folder and a test fixture all carry the same thing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workers.jsonrecord import JsonRecord
+
+# Operator families the schedules and the advisor's routes are keyed on.
+OP_FAMILIES = ("matmul", "conv", "reduction", "elementwise", "pooling", "fill", "copy")
+
+# Precision modes and their correctness tolerances (atol, rtol), stated in every report.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "fp32": (1e-4, 1e-4),
+    "tf32": (5e-3, 5e-3),
+    "f16": (1e-2, 1e-2),
+    "bf16": (3e-2, 3e-2),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Frontend: what the model is made of.
+
+
+@dataclass
+class OpInfo(JsonRecord):
+    """One linalg op of the model as the schedule sees it (after the pre-schedule pipeline)."""
+
+    index: int  # position among the function's linalg ops, in payload order
+    name: str  # e.g. "linalg.matmul", "linalg.generic"
+    family: str  # one of OP_FAMILIES
+    loop_ranges: list[int]  # static trip count per loop dimension
+    iterator_types: list[str]  # "parallel" / "reduction" per loop dimension
+    dtype: str  # element type of the first result, e.g. "f32"
+    flops: int = 0  # rough arithmetic count, for reports
+
+
+@dataclass
+class ModelInfo(JsonRecord):
+    """Result of lowering one model file to linalg-on-tensors."""
+
+    name: str
+    model_path: str
+    ops: list[OpInfo]
+    input_shapes: list[list[int]]
+    input_dtypes: list[str]
+    weight_names: list[str]  # state_dict names lifted to function arguments, in argument order
+    output_shapes: list[list[int]]
+    export_seconds: float
+    seed: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Compile: schedule parameters in, PTX and a launch config out.
+
+
+@dataclass
+class OpSchedule(JsonRecord):
+    """How one anchor op is mapped to the GPU. The advisor edits these fields, one at a time."""
+
+    op_index: int
+    family: str
+    block_tile: list[int]  # tile size per loop dim at block level (0 = not tiled)
+    thread_tile: list[int]  # tile size per loop dim inside a block, one tile per thread (0 = whole)
+    reduction_tile: int = 0  # tile the reduction loops by this size inside a thread (0 = no tiling)
+    vectorize: bool = False  # structured.vectorize the per-thread work
+    promote_shared: bool = False  # structured.promote the reduction-tile operands to shared memory
+    tensor_core: str = "none"  # "none" | "mma_sync"
+    fuse_producers: bool = True  # fuse elementwise/fill producers into this op's forall
+
+
+@dataclass
+class ScheduleParams(JsonRecord):
+    """Everything the compile stage needs to emit transform.mlir and pass_pipeline.txt."""
+
+    ops: list[OpSchedule]
+    fuse_elementwise: bool = True  # run linalg-fuse-elementwise-ops before the schedule
+    chip: str = "sm_90a"
+    precision: str = "fp32"
+
+
+@dataclass
+class ScheduleEdit(JsonRecord):
+    """One change to ScheduleParams: `field` of op `op_index` (or of the params if -1) := value."""
+
+    op_index: int
+    field: str
+    value: object
+
+
+@dataclass
+class BufferSpec(JsonRecord):
+    """A device buffer the launches use."""
+
+    name: str
+    role: str  # "input" | "weight" | "constant" | "temporary" | "output"
+    dtype: str
+    shape: list[int]
+    source: str  # "input:<i>", "weight:<state_dict name>", "constant", "alloc"
+    values: list[float] | None = None  # only for small "constant" buffers
+
+
+@dataclass
+class KernelArg(JsonRecord):
+    """One PTX parameter: a buffer pointer (bare-pointer ABI) or a scalar."""
+
+    kind: str  # "buffer" | "scalar"
+    dtype: str
+    buffer: str | None = None
+    byte_offset: int = 0
+    value: float | int | None = None
+
+
+@dataclass
+class KernelLaunch(JsonRecord):
+    kernel: str  # PTX entry name
+    grid: list[int]
+    block: list[int]
+    shared_bytes: int
+    args: list[KernelArg]
+
+
+@dataclass
+class OutputSpec(JsonRecord):
+    """A model output: a (contiguous) view of a buffer with the model's shape."""
+
+    buffer: str
+    shape: list[int]
+    dtype: str
+
+
+@dataclass
+class LaunchConfig(JsonRecord):
+    """config.json: all a GPU worker needs to run the model from kernels.ptx alone."""
+
+    model_path: str
+    chip: str
+    precision: str
+    atol: float
+    rtol: float
+    seed: int
+    buffers: list[BufferSpec]
+    launches: list[KernelLaunch]
+    outputs: list[OutputSpec]
+    ptx_file: str = "kernels.ptx"
+
+
+@dataclass
+class CompileResult(JsonRecord):
+    version: int
+    ok: bool
+    stage: str  # last stage reached: "schedule" | "transform" | "host-check" | "lowering" | "ptxas" | "done"
+    error: str = ""
+    compile_seconds: float = 0.0
+    kernel_count: int = 0
+    ptx_bytes: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Measure: correctness, timing and NCU metrics of one iteration.
+
+
+@dataclass
+class Timing(JsonRecord):
+    median_us: float
+    p20_us: float
+    p80_us: float
+    runs: int
+
+
+@dataclass
+class KernelMetrics(JsonRecord):
+    """NCU metrics of one kernel (percentages are 0-100; None where NCU gave nothing)."""
+
+    kernel: str
+    duration_us: float
+    sm_throughput_pct: float
+    memory_throughput_pct: float  # busiest of DRAM/L2/L1
+    dram_throughput_pct: float
+    achieved_occupancy_pct: float
+    theoretical_occupancy_pct: float
+    registers_per_thread: int
+    spill_bytes: int
+    grid_size: int
+    block_size: int
+    waves_per_sm: float
+    issue_slot_util_pct: float | None = None
+    tensor_pipe_util_pct: float | None = None
+    stall_long_scoreboard_pct: float | None = None
+    stall_short_scoreboard_pct: float | None = None
+    stall_barrier_pct: float | None = None
+    stall_mio_throttle_pct: float | None = None
+    stall_no_instruction_pct: float | None = None
+    l1_hit_rate_pct: float | None = None
+    l2_hit_rate_pct: float | None = None
+    sectors_per_request: float | None = None
+    shared_bank_conflicts: int | None = None
+
+
+@dataclass
+class MeasureResult(JsonRecord):
+    version: int
+    # "ok" | "wrong_result" | "launch_error" | "illegal_address" | "timeout" | "pathological_launch"
+    # | "skipped" (no GPU / not compiled) | "error"
+    status: str
+    error: str = ""
+    device: str = "n/a"
+    correct: bool = False
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    time: Timing | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None  # torch.compile of the same model
+    kernels: list[KernelMetrics] = field(default_factory=list)
