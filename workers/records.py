@@ -157,6 +157,8 @@ class CompileResult(JsonRecord):
     compile_seconds: float = 0.0
     kernel_count: int = 0
     ptx_bytes: int = 0
+    kernel_ops: list[int] = field(default_factory=list)  # anchor op index of each launch, in launch order
+    kernel_families: list[str] = field(default_factory=list)  # op family of each launch
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,106 @@
+"""What the schedule works on: the linalg ops of the model after the pre-schedule pipeline.
+
+The schedule addresses ops by their position among the function's linalg ops (payload order), the
+same order `transform.structured.match interface{LinalgOp}` returns, so transform.mlir and the
+records agree without annotating the payload.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from workers.compile import mlir
+from workers.compile.pipeline import PREPARE_STEPS
+from workers.records import OpInfo
+
+ir = mlir.ir
+
+
+@dataclass
+class LinalgOpFacts:
+    """Structure of one linalg op, read from its generalized form."""
+
+    info: OpInfo
+    operand_producers: list[int | None]  # per input operand: index of the linalg op defining it
+    input_maps_identity: list[bool]  # per input operand: indexing map is the identity
+    init_producer: int | None  # linalg op defining the (first) init operand, e.g. a linalg.fill
+    n_inputs: int  # operand index of the first init
+    single_use: bool  # its result has exactly one use
+
+
+def _family(name: str, iterator_types: list[str]) -> str:
+    if name in ("linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat",
+                "linalg.batch_matvec", "linalg.contract"):
+        return "matmul"
+    if name.startswith("linalg.conv") or name.startswith("linalg.depthwise_conv"):
+        return "conv"
+    if name.startswith("linalg.pooling"):
+        return "pooling"
+    if name == "linalg.fill":
+        return "fill"
+    if name in ("linalg.copy", "linalg.transpose", "linalg.broadcast"):
+        return "copy"
+    return "reduction" if "reduction" in iterator_types else "elementwise"
+
+
+def _loop_ranges(maps: list, shapes: list[list[int]], n_loops: int) -> list[int]:
+    ranges = [0] * n_loops
+    for amap, shape in zip(maps, shapes):
+        for expr, size in zip(amap.results, shape):
+            try:
+                ranges[ir.AffineDimExpr(expr).position] = size
+            except ValueError:  # a compound expression (e.g. conv input h + kh) fixes no range
+                continue
+    return ranges
+
+
+def linalg_ops(func) -> list:
+    return [op for op in func.regions[0].blocks[0].operations if op.operation.name.startswith("linalg.")]
+
+
+def _prepare_module() -> str:
+    body = "\n".join("    " + step for step in PREPARE_STEPS)
+    return ("module attributes {transform.with_named_sequence} {\n"
+            "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
+            '    %func = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op\n'
+            f"{body}\n    transform.yield\n  }}\n}}\n")
+
+
+def analyze(payload_text: str, pre_pipeline: str) -> list[LinalgOpFacts]:
+    """Run the pre-schedule pipeline on the payload and describe each top-level linalg op."""
+    with mlir.context():
+        named = mlir.parse(payload_text, "model_linalg.mlir")
+        mlir.run_pipeline(named, pre_pipeline)
+        mlir.apply_transform(named, mlir.parse(_prepare_module(), "the preparation steps"))
+        generic = ir.Module.parse(str(named))
+        mlir.run_pipeline(generic, "builtin.module(linalg-generalize-named-ops)")
+        named_ops = linalg_ops(mlir.main_func(named))
+        generic_ops = linalg_ops(mlir.main_func(generic))
+        position = {op.operation: i for i, op in enumerate(generic_ops)}
+        facts = []
+        for i, (named_op, op) in enumerate(zip(named_ops, generic_ops)):
+            o = op.operation
+            maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(o.attributes["indexing_maps"])]
+            iterators = [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(o.attributes["iterator_types"])]
+            shapes = [list(v.type.shape) if isinstance(v.type, ir.ShapedType) else [] for v in o.operands]
+            n_inputs = len(o.operands) - len(o.results)
+            ranges = _loop_ranges(maps, shapes, len(iterators))
+            producers = []
+            for v in o.operands:
+                owner = v.owner if isinstance(v.owner, ir.Operation) else getattr(v.owner, "operation", None)
+                producers.append(position.get(owner) if owner is not None else None)
+            result = o.results[0]
+            dtype = str(result.type.element_type)
+            name = named_op.operation.name
+            family = _family(name, iterators)
+            flops = math.prod(ranges) * (2 if family in ("matmul", "conv") else 1)
+            facts.append(LinalgOpFacts(
+                info=OpInfo(index=i, name=name, family=family, loop_ranges=ranges,
+                            iterator_types=iterators, dtype=dtype, flops=flops),
+                operand_producers=producers[:n_inputs],
+                input_maps_identity=[m == ir.AffineMap.get_identity(len(iterators)) for m in maps[:n_inputs]],
+                init_producer=producers[n_inputs] if len(producers) > n_inputs else None,
+                n_inputs=n_inputs,
+                single_use=len(list(result.uses)) == 1,
+            ))
+        return facts

@@ -1,0 +1,108 @@
+"""One iteration vN of one job: every artifact of the compile half of the output contract."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+from workers.atomic import write_bytes, write_text
+from workers.compile import mlir
+from workers.compile.analysis import analyze
+from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
+from workers.compile.pipeline import default_pipeline
+from workers.compile.schedule import ScheduleError, emit_transform, group_family, initial_params_for
+from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
+
+RESULT_FILE = "compile_result.json"
+
+
+class PtxasError(Exception):
+    """ptxas refused the generated PTX."""
+
+
+def version_dir(job_dir: str, version: int) -> str:
+    return os.path.join(job_dir, f"v{version}")
+
+
+def load_model_info(job_dir: str) -> ModelInfo:
+    with open(os.path.join(job_dir, "model_info.json")) as f:
+        return ModelInfo.from_json(f.read())
+
+
+def initial_params(job_dir: str, chip: str = "sm_90a", precision: str = "fp32") -> ScheduleParams:
+    """The v0 operator-aware schedule of a lowered model (job_dir/model_linalg.mlir)."""
+    with open(os.path.join(job_dir, "model_linalg.mlir")) as f:
+        payload = f.read()
+    return initial_params_for(analyze(payload, default_pipeline(chip).pre_schedule), chip, precision)
+
+
+def assemble(ptx_path: str, chip: str) -> None:
+    """ptxas is the judge of the PTX; it is skipped only where CUDA's ptxas is not installed."""
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        return
+    done = subprocess.run([ptxas, f"-arch={chip}", ptx_path, "-o", os.devnull], capture_output=True, text=True)
+    if done.returncode:
+        raise PtxasError(f"ptxas -arch={chip} rejected kernels.ptx: {done.stderr.strip()[:2000]}")
+
+
+def compile_iteration(job_dir: str, version: int, params: ScheduleParams) -> CompileResult:
+    """Write v{version}/{transform.mlir, pass_pipeline.txt, gpu.mlir, kernels.ptx, config.json}.
+
+    Idempotent: a version that already compiled returns its recorded result untouched. Bad schedules
+    and lowering failures come back as a CompileResult with ok=False, the stage and the reason."""
+    vdir = version_dir(job_dir, version)
+    result_path = os.path.join(vdir, RESULT_FILE)
+    if os.path.exists(result_path):
+        with open(result_path) as f:
+            return CompileResult.from_json(f.read())
+    os.makedirs(vdir, exist_ok=True)
+    started = time.perf_counter()
+    result = CompileResult(version=version, ok=False, stage="schedule")
+    try:
+        _compile(job_dir, vdir, params, result)
+        result.ok, result.stage = True, "done"
+    except (ScheduleError, mlir.MlirError, HostComputeError, PtxasError) as e:
+        result.error = str(e)
+    result.compile_seconds = round(time.perf_counter() - started, 3)
+    write_text(result_path, result.to_json(indent=2))
+    return result
+
+
+def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileResult) -> None:
+    info = load_model_info(job_dir)
+    with open(os.path.join(job_dir, "model_linalg.mlir")) as f:
+        payload_text = f.read()
+    pipeline = default_pipeline(params.chip, params.fuse_elementwise)
+    write_text(os.path.join(vdir, "pass_pipeline.txt"), pipeline.to_text())
+    facts = analyze(payload_text, pipeline.pre_schedule)
+    transform_text, groups = emit_transform(facts, params)
+    write_text(os.path.join(vdir, "transform.mlir"), transform_text)
+    result.kernel_ops = [g.anchor for g in groups]
+    result.kernel_families = [group_family(g, facts) for g in groups]
+
+    with mlir.context():
+        result.stage = "transform"
+        module = mlir.parse(payload_text, "model_linalg.mlir")
+        mlir.run_pipeline(module, pipeline.pre_schedule)
+        mlir.apply_transform(module, mlir.parse(transform_text, "transform.mlir"))
+        mlir.run_pipeline(module, pipeline.post_schedule)
+        write_text(os.path.join(vdir, "gpu.mlir"), str(module))
+        result.stage = "host-check"
+        launches = LaunchSequence(module, info).read()
+        merge_kernel_modules(module)
+        result.stage = "lowering"
+        mlir.run_pipeline(module, pipeline.lowering)
+        ptx = b"".join(mlir.ptx_of_binaries(module).values())
+    ptx_path = os.path.join(vdir, "kernels.ptx")
+    write_bytes(ptx_path, ptx)
+    result.stage = "ptxas"
+    assemble(ptx_path, params.chip)
+    atol, rtol = TOLERANCES[params.precision]
+    config = LaunchConfig(model_path=info.model_path, chip=params.chip, precision=params.precision,
+                          atol=atol, rtol=rtol, seed=info.seed, buffers=launches.buffers,
+                          launches=launches.launches, outputs=launches.outputs)
+    write_text(os.path.join(vdir, "config.json"), config.to_json(indent=2))
+    result.kernel_count = len(launches.launches)
+    result.ptx_bytes = len(ptx)

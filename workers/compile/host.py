@@ -1,0 +1,181 @@
+"""The host side of a compiled model: reject host compute, read the launch sequence into config.json,
+and merge the outlined kernels into one PTX module.
+
+After kernel outlining, the host function may only allocate buffers, make views of them, launch
+kernels and return. Anything else (a loop, a copy, a linalg op) is compute left on the host: the
+iteration fails at this stage and is never replayed from Python.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workers.compile import mlir
+from workers.records import BufferSpec, KernelArg, KernelLaunch, ModelInfo, OutputSpec
+
+ir = mlir.ir
+
+VIEW_OPS = ("memref.expand_shape", "memref.collapse_shape", "memref.cast", "memref.subview",
+            "memref.reinterpret_cast")
+ALLOWED_HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "gpu.launch_func",
+                    "func.return", *VIEW_OPS)
+MAX_CONSTANT_ELEMENTS = 1 << 16  # constants travel inline in config.json
+
+
+class HostComputeError(Exception):
+    """The schedule left compute (loops, copies, linalg ops) outside the GPU kernels."""
+
+
+def dtype_name(t) -> str:
+    return "i64" if str(t) == "index" else str(t)
+
+
+def _elem_bytes(dtype: str) -> int:
+    return {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i1": 1}[dtype]
+
+
+def check_host(func) -> None:
+    offending = [op.operation.name for op in func.regions[0].blocks[0].operations
+                 if op.operation.name not in ALLOWED_HOST_OPS]
+    if offending:
+        counts = {name: offending.count(name) for name in dict.fromkeys(offending)}
+        listed = ", ".join(f"{n} x{c}" for n, c in counts.items())
+        raise HostComputeError(
+            f"the schedule leaves compute on the host ({listed}): every loop nest must be tiled to "
+            "a grid of blocks (scf.forall mapped to gpu.block) so that it runs inside a kernel")
+
+
+class LaunchSequence:
+    """Reads buffers, launches and outputs from the outlined host function."""
+
+    def __init__(self, module: ir.Module, model: ModelInfo):
+        self.module = module
+        self.model = model
+        self.buffers: list[BufferSpec] = []
+        self.launches: list[KernelLaunch] = []
+        self.outputs: list[OutputSpec] = []
+        self._views: dict = {}  # SSA value -> (buffer name, byte offset)
+        self._constants: dict = {}  # SSA value -> python scalar
+
+    def read(self) -> "LaunchSequence":
+        func = mlir.main_func(self.module)
+        check_host(func)
+        block = func.regions[0].blocks[0]
+        n_inputs = len(self.model.input_shapes)
+        for i, arg in enumerate(block.arguments):
+            if i < n_inputs:
+                role, source = "input", f"input:{i}"
+            else:
+                role, source = "weight", f"weight:{self.model.weight_names[i - n_inputs]}"
+            self._add_buffer(arg, f"arg{i}", role, source)
+        for op in block.operations:
+            self._visit(op.operation)
+        return self
+
+    def _add_buffer(self, value, name: str, role: str, source: str, values: list | None = None) -> None:
+        t = value.type
+        self.buffers.append(BufferSpec(name=name, role=role, dtype=dtype_name(t.element_type),
+                                       shape=list(t.shape), source=source, values=values))
+        self._views[value] = (name, 0)
+
+    def _visit(self, op) -> None:
+        name = op.name
+        if name == "arith.constant":
+            attr = op.attributes["value"]
+            if isinstance(attr, (ir.IntegerAttr, ir.FloatAttr)):
+                self._constants[op.results[0]] = attr.value
+        elif name == "memref.alloc":
+            self._add_buffer(op.results[0], f"buf{len(self.buffers)}", "temporary", "alloc")
+        elif name == "memref.get_global":
+            self._add_global(op)
+        elif name in VIEW_OPS:
+            base, base_offset = self._views[op.operands[0]]
+            src_offset = op.operands[0].type.get_strides_and_offset()[1]
+            dst_offset = op.results[0].type.get_strides_and_offset()[1]
+            if ir.ShapedType.get_dynamic_stride_or_offset() in (src_offset, dst_offset):
+                raise HostComputeError(f"{name} with a dynamic offset on the host cannot be described statically")
+            elem = _elem_bytes(dtype_name(op.results[0].type.element_type))
+            self._views[op.results[0]] = (base, base_offset + (dst_offset - src_offset) * elem)
+        elif name == "gpu.launch_func":
+            self._add_launch(op.opview)
+        elif name == "func.return":
+            self._add_outputs(op)
+
+    def _add_global(self, op) -> None:
+        symbol = ir.FlatSymbolRefAttr(op.attributes["name"]).value
+        glob = [g for g in self.module.body.operations
+                if g.operation.name == "memref.global" and ir.StringAttr(g.attributes["sym_name"]).value == symbol][0]
+        data = np.array(glob.attributes["initial_value"])
+        shape = list(op.results[0].type.shape)
+        if math.prod(shape) > MAX_CONSTANT_ELEMENTS:
+            raise HostComputeError(f"constant {symbol} has {math.prod(shape)} elements; lift it to a weight")
+        values = np.broadcast_to(data, shape).reshape(-1).tolist()  # splats broadcast
+        self._add_buffer(op.results[0], f"const{len(self.buffers)}", "constant", "constant", values)
+
+    def _scalar(self, value) -> KernelArg:
+        if value not in self._constants:
+            raise HostComputeError("a kernel scalar argument is computed on the host")
+        return KernelArg(kind="scalar", dtype=dtype_name(value.type), value=self._constants[value])
+
+    def _add_launch(self, launch) -> None:
+        def dims(*values):
+            return [int(self._constants[v]) for v in values]
+
+        args = []
+        for v in launch.kernelOperands:
+            if isinstance(v.type, ir.MemRefType):
+                buffer, offset = self._views[v]
+                args.append(KernelArg(kind="buffer", dtype=dtype_name(v.type.element_type),
+                                      buffer=buffer, byte_offset=offset))
+            else:
+                args.append(self._scalar(v))
+        shared = launch.dynamicSharedMemorySize
+        self.launches.append(KernelLaunch(
+            kernel=_kernel_name(launch),
+            grid=dims(launch.gridSizeX, launch.gridSizeY, launch.gridSizeZ),
+            block=dims(launch.blockSizeX, launch.blockSizeY, launch.blockSizeZ),
+            shared_bytes=int(self._constants[shared]) if shared is not None else 0,
+            args=args))
+
+    def _add_outputs(self, op) -> None:
+        for v in op.operands:
+            buffer, offset = self._views[v]
+            if offset:
+                raise HostComputeError("a model output is a strided view of a buffer; it needs a copy kernel")
+            self.outputs.append(OutputSpec(buffer=buffer, shape=list(v.type.shape),
+                                           dtype=dtype_name(v.type.element_type)))
+            spec = next(b for b in self.buffers if b.name == buffer)
+            if spec.role == "temporary":
+                spec.role = "output"
+
+
+def _kernel_name(launch) -> str:
+    """Kernels are renamed after their gpu.module by `merge_kernel_modules`."""
+    return str(launch.kernel).split("::")[0].lstrip("@")
+
+
+def merge_kernel_modules(module: ir.Module) -> None:
+    """Move every outlined kernel into the first gpu.module, named after its own module, so that
+    one PTX module holds them all with distinct entry names."""
+    gpu_modules = [op for op in module.body.operations if op.operation.name == "gpu.module"]
+    if not gpu_modules:
+        raise HostComputeError("the schedule produced no GPU kernel")
+    target = gpu_modules[0]
+    target_name = ir.StringAttr(target.attributes["sym_name"]).value
+    target_block = target.regions[0].blocks[0]
+    for gm in gpu_modules:
+        mod_name = ir.StringAttr(gm.attributes["sym_name"]).value
+        for f in list(gm.regions[0].blocks[0].operations):
+            if f.operation.name != "gpu.func":
+                continue
+            f.attributes["sym_name"] = ir.StringAttr.get(mod_name)
+            if gm is not target:
+                f.operation.move_before(list(target_block.operations)[0])
+    for gm in gpu_modules[1:]:
+        gm.operation.erase()
+    func = mlir.main_func(module)
+    for op in func.regions[0].blocks[0].operations:
+        if op.operation.name == "gpu.launch_func":
+            kernel = _kernel_name(op.opview)
+            op.attributes["kernel"] = ir.SymbolRefAttr.get([target_name, kernel])

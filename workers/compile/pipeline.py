@@ -1,0 +1,84 @@
+"""The auxiliary pass pipeline: it only cleans up before the schedule and lowers after it.
+
+pass_pipeline.txt holds one `phase: pipeline` line per phase, so a user can edit and replay it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+
+from workers.jsonrecord import JsonRecord
+
+# Steps every schedule starts with: tensor.pad becomes a fill plus a linalg.copy into the padded
+# buffer, so that the padding runs in a kernel instead of a memref.copy on the host.
+PREPARE_STEPS = [
+    '%pads = transform.structured.match ops{["tensor.pad"]} in %func : (!transform.any_op) -> !transform.any_op',
+    "%pads_dps = transform.structured.rewrite_in_destination_passing_style %pads "
+    ": (!transform.any_op) -> !transform.any_op",
+    '%inserts = transform.structured.match ops{["tensor.insert_slice"]} in %func '
+    ": (!transform.any_op) -> !transform.any_op",
+    "%pad_copies = transform.structured.insert_slice_to_copy %inserts : (!transform.any_op) -> !transform.any_op",
+]
+
+
+@dataclass
+class PassPipeline(JsonRecord):
+    pre_schedule: str  # on linalg-on-tensors, before transform.mlir
+    post_schedule: str  # after transform.mlir: outline kernels, lower what is inside them to loops
+    lowering: str  # gpu.module -> NVVM -> PTX (and the host side to LLVM)
+
+    def to_text(self) -> str:
+        return (f"pre_schedule: {self.pre_schedule}\n"
+                f"post_schedule: {self.post_schedule}\n"
+                f"lowering: {self.lowering}\n")
+
+    @classmethod
+    def from_text(cls, text: str) -> "PassPipeline":
+        phases = {}
+        for line in text.splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                key, _, value = line.partition(":")
+                phases[key.strip()] = value.strip()
+        missing = {"pre_schedule", "post_schedule", "lowering"} - set(phases)
+        if missing:
+            raise ValueError(f"pass_pipeline.txt lacks the phases {sorted(missing)}")
+        return cls(**{k: phases[k] for k in ("pre_schedule", "post_schedule", "lowering")})
+
+
+def libdevice_path() -> str | None:
+    """CUDA's libdevice, which math ops (tanh, exp, sqrt...) lower to inside kernels."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_ROOT"), "/usr/local/cuda"]
+    ptxas = shutil.which("ptxas")
+    if ptxas:
+        roots.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(ptxas))))
+    for root in filter(None, roots):
+        candidate = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
+        if os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def lowering_pipeline(chip: str) -> str:
+    """MLIR's gpu-lower-to-nvvm-pipeline spelled out, to link libdevice and use the bare-pointer ABI
+    (one pointer per memref kernel argument)."""
+    libdevice = libdevice_path()
+    target = f"chip={chip} O=3" + (f" l={libdevice}" if libdevice else "")
+    return ("builtin.module(convert-nvgpu-to-nvvm,convert-vector-to-scf,convert-scf-to-cf,convert-nvvm-to-llvm,"
+            "convert-func-to-llvm,expand-strided-metadata,"
+            f"nvvm-attach-target{{{target}}},"
+            "lower-affine,convert-arith-to-llvm,convert-index-to-llvm,canonicalize,cse,"
+            "gpu.module(convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},canonicalize,cse,"
+            "reconcile-unrealized-casts),"
+            "gpu-to-llvm{use-bare-pointers-for-kernels=true},gpu-module-to-binary{format=isa},"
+            "convert-math-to-llvm,canonicalize,cse,reconcile-unrealized-casts)")
+
+
+def default_pipeline(chip: str, fuse_elementwise: bool = True) -> PassPipeline:
+    cleanup = "canonicalize,linalg-fuse-elementwise-ops,cse" if fuse_elementwise else "canonicalize,cse"
+    return PassPipeline(
+        pre_schedule=f"builtin.module({cleanup})",
+        post_schedule="builtin.module(canonicalize,cse,gpu-kernel-outlining,canonicalize,"
+                      "gpu.module(gpu.func(convert-linalg-to-loops,canonicalize)))",
+        lowering=lowering_pipeline(chip),
+    )

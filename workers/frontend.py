@@ -1,0 +1,107 @@
+"""Frontend: a KernelBench-format model file -> model_linalg.mlir (linalg on tensors), once per job.
+
+Parameters and buffers are lifted to function arguments (after the model's inputs) so the IR stays
+small whatever the weights weigh; the measure worker rebuilds their values from the model file with
+the same seed. torch-mlir's bundled MLIR is used only here, and the IR is handed on as text.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from workers.model_loader import ModelLoadError, load_model
+from workers.records import ModelInfo
+from workers.atomic import write_text
+
+
+class FrontendError(Exception):
+    """A model that cannot be loaded or exported; the message is one paragraph for the user."""
+
+
+class _Lifted(nn.Module):
+    """The model as a pure function of (inputs..., parameters and buffers...)."""
+
+    def __init__(self, model: nn.Module, state_names: list[str], n_inputs: int):
+        super().__init__()
+        self.model = model
+        self.state_names = state_names
+        self.n_inputs = n_inputs
+
+    def forward(self, *args):
+        state = dict(zip(self.state_names, args[self.n_inputs:]))
+        return torch.func.functional_call(self.model, state, args[: self.n_inputs])
+
+
+def _failing_op(message: str) -> str:
+    found = re.search(r"(torch\.aten\.[\w.]+|aten::[\w.]+|'[\w.]+' op)", message)
+    return found.group(1) if found else "unknown op"
+
+
+def _strip_asserts(module) -> None:
+    """torch-mlir guards some ops with cf.assert (e.g. reciprocal of zero). A kernel cannot report
+    them, and their side effect blocks elementwise fusion, so they are dropped."""
+    from torch_mlir import ir as tm_ir
+
+    asserts = []
+
+    def collect(op):
+        if op.name == "cf.assert":
+            asserts.append(op)
+        return tm_ir.WalkResult.ADVANCE
+
+    module.operation.walk(collect)
+    for op in asserts:
+        op.erase()
+
+
+def export_linalg(model: nn.Module, inputs: list[torch.Tensor]) -> tuple[str, list[str], list[list[int]]]:
+    """(IR text, lifted state names, output shapes)."""
+    from torch_mlir import fx
+    from torch_mlir.compiler_utils import OutputType
+
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    names = list(state)
+    lifted = _Lifted(model, names, len(inputs))
+    with torch.no_grad():
+        module = fx.export_and_import(lifted, *inputs, *[state[n].detach() for n in names],
+                                      output_type=OutputType.LINALG_ON_TENSORS, func_name="forward")
+    _strip_asserts(module)
+    func = module.body.operations[0]
+    outputs = [list(t.shape) for t in func.type.results]
+    return str(module), names, outputs
+
+
+def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
+    """Write job_dir/model_linalg.mlir and job_dir/model_info.json; return the ModelInfo."""
+    path = Path(model_path).resolve()
+    try:
+        model, inputs = load_model(str(path), seed)
+    except ModelLoadError as e:
+        raise FrontendError(str(e)) from None
+    started = time.perf_counter()
+    try:
+        text, names, outputs = export_linalg(model, inputs)
+    except Exception as e:  # torch.export and torch-mlir raise many types; all mean "cannot export"
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise FrontendError(
+            f"{path.name}: torch-mlir could not lower the model to linalg-on-tensors; the failing op is "
+            f"{_failing_op(str(e))} ({type(e).__name__}: {first_line[:300]}). Rewrite that op with "
+            "supported PyTorch ops or leave this model out; the other models of the submission go on.") from None
+    seconds = time.perf_counter() - started
+    from workers.compile.analysis import analyze
+    from workers.compile.pipeline import default_pipeline
+
+    info = ModelInfo(
+        name=path.stem, model_path=str(path), ops=[],
+        input_shapes=[list(t.shape) for t in inputs], input_dtypes=[str(t.dtype).replace("torch.", "") for t in inputs],
+        weight_names=names, output_shapes=outputs, export_seconds=round(seconds, 3), seed=seed)
+    info.ops = [f.info for f in analyze(text, default_pipeline("sm_90a").pre_schedule)]
+    os.makedirs(job_dir, exist_ok=True)
+    write_text(os.path.join(job_dir, "model_linalg.mlir"), text)
+    write_text(os.path.join(job_dir, "model_info.json"), info.to_json(indent=2))
+    return info
