@@ -6,8 +6,11 @@ the same seed. torch-mlir's bundled MLIR is used only here, and the IR is handed
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,8 +41,11 @@ class _Lifted(nn.Module):
 
 
 def _failing_op(message: str) -> str:
-    found = re.search(r"(torch\.aten\.[\w.]+|aten::[\w.]+|'[\w.]+' op)", message)
-    return found.group(1) if found else "unknown op"
+    for pattern in (r"torch\.aten\.[\w.]+", r"aten::[\w.]+", r"failed to legalize operation '([\w.]+)'"):
+        found = re.search(pattern, message)
+        if found:
+            return found.group(found.lastindex or 0)
+    return "not named by torch-mlir"
 
 
 def _strip_asserts(module) -> None:
@@ -76,6 +82,19 @@ def export_linalg(model: nn.Module, inputs: list[torch.Tensor]) -> tuple[str, li
     return str(module), names, outputs
 
 
+@contextlib.contextmanager
+def _stderr_to(file):
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
     """Write job_dir/model_linalg.mlir and job_dir/model_info.json; return the ModelInfo."""
     path = Path(model_path).resolve()
@@ -84,14 +103,20 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
     except ModelLoadError as e:
         raise FrontendError(str(e)) from None
     started = time.perf_counter()
-    try:
-        text, names, outputs = export_linalg(model, inputs)
-    except Exception as e:  # torch.export and torch-mlir raise many types; all mean "cannot export"
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise FrontendError(
-            f"{path.name}: torch-mlir could not lower the model to linalg-on-tensors; the failing op is "
-            f"{_failing_op(str(e))} ({type(e).__name__}: {first_line[:300]}). Rewrite that op with "
-            "supported PyTorch ops or leave this model out; the other models of the submission go on.") from None
+    with tempfile.TemporaryFile(mode="w+") as diagnostics:
+        try:
+            with _stderr_to(diagnostics):  # MLIR prints its diagnostics (the failing op) to fd 2
+                text, names, outputs = export_linalg(model, inputs)
+        except Exception as e:  # torch.export and torch-mlir raise many types; all mean "cannot export"
+            diagnostics.seek(0)
+            errors = [line for line in diagnostics.read().splitlines() if "error:" in line]
+            cause = (errors[0].split("error:", 1)[1].strip() if errors
+                     else (str(e).strip().splitlines() or [type(e).__name__])[0])
+            raise FrontendError(
+                f"{path.name}: torch-mlir could not lower the model to linalg-on-tensors; the failing op is "
+                f"{_failing_op(chr(10).join(errors) + str(e))} ({type(e).__name__}: {cause[:300]}). Rewrite "
+                "that op with supported PyTorch ops or leave this model out; the other models of the "
+                "submission go on.") from None
     seconds = time.perf_counter() - started
     from workers.compile.analysis import analyze
     from workers.compile.pipeline import default_pipeline

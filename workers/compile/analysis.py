@@ -28,6 +28,14 @@ class LinalgOpFacts:
     single_use: bool  # its result has exactly one use
 
 
+def _is_contraction(generic) -> bool:
+    """A generic that multiplies two operands and accumulates (e.g. a matmul whose operand reshape
+    canonicalization folded in) belongs with the matmuls."""
+    o = generic.operation
+    body = {op.operation.name for op in o.regions[0].blocks[0].operations}
+    return len(o.operands) - len(o.results) == 2 and {"arith.mulf", "arith.addf"} <= body
+
+
 def _family(name: str, iterator_types: list[str]) -> str:
     if name in ("linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat",
                 "linalg.batch_matvec", "linalg.contract"):
@@ -93,6 +101,8 @@ def analyze(payload_text: str, pre_pipeline: str) -> list[LinalgOpFacts]:
             dtype = str(result.type.element_type)
             name = named_op.operation.name
             family = _family(name, iterators)
+            if family == "reduction" and _is_contraction(op):
+                family = "matmul"
             flops = math.prod(ranges) * (2 if family in ("matmul", "conv") else 1)
             facts.append(LinalgOpFacts(
                 info=OpInfo(index=i, name=name, family=family, loop_ranges=ranges,

@@ -1,0 +1,136 @@
+"""The compile path on the model zoo: model file -> model_linalg.mlir -> v0 -> PTX that ptxas accepts,
+plus the launch config a GPU worker runs it from. Real torch-mlir, real MLIR passes, real ptxas."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from workers.compile import compile_iteration, initial_params
+from workers.compile.driver import RESULT_FILE
+from workers.frontend import FrontendError, lower_model
+from workers.model_loader import load_model
+from workers.records import LaunchConfig
+
+ZOO = sorted((Path(__file__).parent / "data" / "zoo").glob("*.py"))
+BAD = Path(__file__).parent / "data" / "bad_models"
+HOST_LOOPS = re.compile(r"\b(scf\.for|scf\.parallel|affine\.for|memref\.copy|linalg\.\w+)\b")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Each zoo model lowered and compiled to v0 once for the whole module."""
+    out = tmp_path_factory.mktemp("zoo")
+    jobs = {}
+    for model in ZOO:
+        job = out / model.stem
+        lower_model(str(model), str(job))
+        result = compile_iteration(str(job), 0, initial_params(str(job)))
+        jobs[model.stem] = (model, job, result)
+    return jobs
+
+
+def test_zoo_covers_the_required_operator_families():
+    names = {m.stem for m in ZOO}
+    assert {"matmul_square", "matmul_batched", "mlp", "softmax", "layernorm", "conv_bn_relu", "maxpool",
+            "avgpool", "reduce_mean", "elementwise_chain", "small_cnn"} <= names
+
+
+@pytest.mark.parametrize("name", [m.stem for m in ZOO])
+def test_zoo_model_compiles_to_ptx_that_ptxas_assembles(compiled, name):
+    model_path, job, result = compiled[name]
+    assert result.ok, f"{name}: {result.stage}: {result.error}"
+    v0 = job / "v0"
+    for artifact in ("transform.mlir", "pass_pipeline.txt", "gpu.mlir", "kernels.ptx", "config.json"):
+        assert (v0 / artifact).stat().st_size > 0, artifact
+    assert (job / "model_linalg.mlir").exists()
+    ptxas = shutil.which("ptxas")
+    assert ptxas, "ptxas (CUDA) must be installed for the compile tests"
+    done = subprocess.run([ptxas, "-arch=sm_90a", str(v0 / "kernels.ptx"), "-o", os.devnull],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("name", [m.stem for m in ZOO])
+def test_launch_config_describes_a_complete_gpu_run(compiled, name):
+    model_path, job, result = compiled[name]
+    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    entries = set(re.findall(r"\.entry\s+(\w+)\(", ptx))
+    buffers = {b.name: b for b in config.buffers}
+    assert len(config.launches) == result.kernel_count >= 1
+    for launch in config.launches:
+        assert launch.kernel in entries
+        threads = launch.block[0] * launch.block[1] * launch.block[2]
+        assert 1 < threads <= 1024, "no block-size-1 launches"
+        for arg in launch.args:
+            assert arg.kind == "scalar" or arg.buffer in buffers
+    # outputs have the PyTorch model's shapes, and every model input and weight has a buffer
+    model, inputs = load_model(str(model_path))
+    with torch.no_grad():
+        expected = model(*inputs)
+    expected = expected if isinstance(expected, (tuple, list)) else [expected]
+    assert [o.shape for o in config.outputs] == [list(t.shape) for t in expected]
+    sources = {b.source for b in config.buffers}
+    assert {f"input:{i}" for i in range(len(inputs))} <= sources
+    state = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
+    assert {f"weight:{n}" for n in state} <= sources
+
+
+@pytest.mark.parametrize("name", [m.stem for m in ZOO])
+def test_no_compute_left_on_the_host(compiled, name):
+    _, job, _ = compiled[name]
+    gpu_mlir = (job / "v0" / "gpu.mlir").read_text()
+    host = gpu_mlir.split("gpu.module")[0]
+    assert not HOST_LOOPS.findall(host)
+    assert "gpu.launch_func" in host
+
+
+def test_weights_stay_out_of_the_ir(compiled):
+    """A 512x1024 + 1024x256 MLP: its weights would be megabytes of IR if inlined."""
+    _, job, _ = compiled["mlp"]
+    assert (job / "model_linalg.mlir").stat().st_size < 20_000
+    assert "dense_resource" not in (job / "model_linalg.mlir").read_text()
+
+
+def test_v0_is_operator_aware(compiled):
+    """Matmul gets register tiles on a 2-D block of threads; elementwise chains fuse into one kernel."""
+    params = json.loads((compiled["matmul_square"][1] / "v0" / "compile_result.json").read_text())
+    assert params["kernel_families"] == ["matmul"]
+    transform = (compiled["matmul_square"][1] / "v0" / "transform.mlir").read_text()
+    assert "tile_sizes [64, 64, 0]" in transform and "num_threads [16, 16, 0]" in transform
+    assert compiled["elementwise_chain"][2].kernel_count == 1
+    cnn = json.loads((compiled["small_cnn"][1] / "v0" / "compile_result.json").read_text())
+    assert {"conv", "pooling", "matmul"} <= set(cnn["kernel_families"])
+
+
+def test_compile_is_idempotent(compiled):
+    _, job, result = compiled["softmax"]
+    ptx = job / "v0" / "kernels.ptx"
+    before = ptx.stat().st_mtime_ns
+    again = compile_iteration(str(job), 0, initial_params(str(job)))
+    assert again == result and ptx.stat().st_mtime_ns == before
+
+
+def test_bad_schedule_fails_cleanly_at_the_schedule_stage(compiled, tmp_path):
+    _, job, _ = compiled["matmul_square"]
+    params = initial_params(str(job))
+    params.ops[0].block_tile = [64, 64, 16]  # a parallel forall over the K reduction: a data race
+    result = compile_iteration(str(job), 1, params)
+    assert not result.ok and result.stage == "schedule" and "reduction" in result.error
+    assert json.loads((job / "v1" / RESULT_FILE).read_text())["ok"] is False
+
+
+@pytest.mark.parametrize("model, cause", [("no_model_class.py", "lacks Model"),
+                                          ("unsupported_op.py", "failing op is torch.")])
+def test_frontend_errors_name_the_file_and_the_cause(tmp_path, model, cause):
+    with pytest.raises(FrontendError) as err:
+        lower_model(str(BAD / model), str(tmp_path / "job"))
+    assert model in str(err.value) and cause in str(err.value)
+    assert "\n" not in str(err.value).strip()
