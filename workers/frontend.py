@@ -22,6 +22,9 @@ from workers.records import ModelInfo
 from workers.atomic import write_text
 
 
+JOB_MODEL_FILE = "model.py"  # the model's source, copied into the job folder
+
+
 class FrontendError(Exception):
     """A model that cannot be loaded or exported; the message is one paragraph for the user."""
 
@@ -127,6 +130,8 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
         weight_names=names, output_shapes=outputs, export_seconds=round(seconds, 3), seed=seed)
     info.ops = [f.info for f in analyze(text, default_pipeline("sm_90a").pre_schedule)]
     os.makedirs(job_dir, exist_ok=True)
+    # the job folder carries its own copy of the model, so a GPU node needs nothing else to measure it
+    write_text(os.path.join(job_dir, JOB_MODEL_FILE), path.read_text())
     write_text(os.path.join(job_dir, "model_linalg.mlir"), text)
     write_text(os.path.join(job_dir, "model_info.json"), info.to_json(indent=2))
     return info

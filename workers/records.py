@@ -136,7 +136,7 @@ class OutputSpec(JsonRecord):
 class LaunchConfig(JsonRecord):
     """config.json: all a GPU worker needs to run the model from kernels.ptx alone."""
 
-    model_path: str
+    model_path: str  # relative paths are relative to the job folder (the frontend copies the model there)
     chip: str
     precision: str
     atol: float

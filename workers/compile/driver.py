@@ -12,6 +12,7 @@ from workers.compile.analysis import analyze
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import ScheduleError, emit_transform, group_family, initial_params_for
+from workers.frontend import JOB_MODEL_FILE
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
 
 RESULT_FILE = "compile_result.json"
@@ -100,7 +101,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
     result.stage = "ptxas"
     assemble(ptx_path, params.chip)
     atol, rtol = TOLERANCES[params.precision]
-    config = LaunchConfig(model_path=info.model_path, chip=params.chip, precision=params.precision,
+    config = LaunchConfig(model_path=JOB_MODEL_FILE, chip=params.chip, precision=params.precision,
                           atol=atol, rtol=rtol, seed=info.seed, buffers=launches.buffers,
                           launches=launches.launches, outputs=launches.outputs)
     write_text(os.path.join(vdir, "config.json"), config.to_json(indent=2))
