@@ -94,6 +94,8 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         launches = LaunchSequence(module, info).read()
         merge_kernel_modules(module)
         result.stage = "lowering"
+        if pipeline.fp_contract:
+            mlir.allow_fp_contraction(module)
         mlir.run_pipeline(module, pipeline.lowering)
         ptx = b"".join(mlir.ptx_of_binaries(module).values())
     ptx_path = os.path.join(vdir, "kernels.ptx")

@@ -65,3 +65,20 @@ def ptx_of_binaries(module: ir.Module) -> dict[str, bytes]:
             for obj in ir.ArrayAttr(op.attributes["objects"]):
                 out[name] = gpu_dialect.ObjectAttr(obj).object
     return out
+
+
+CONTRACTIBLE = ("arith.mulf", "arith.addf", "arith.subf")
+
+
+def allow_fp_contraction(module: ir.Module) -> None:
+    """Mark float multiply/add/sub inside kernels `contract`, so LLVM may fuse them into FMA."""
+    contract = ir.Attribute.parse("#arith.fastmath<contract>")
+
+    def mark(op):
+        if op.name in CONTRACTIBLE:
+            op.attributes["fastmath"] = contract
+        return ir.WalkResult.ADVANCE
+
+    for op in module.body.operations:
+        if op.operation.name == "gpu.module":
+            op.operation.walk(mark)

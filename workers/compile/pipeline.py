@@ -27,10 +27,12 @@ class PassPipeline(JsonRecord):
     pre_schedule: str  # on linalg-on-tensors, before transform.mlir
     post_schedule: str  # after transform.mlir: outline kernels, lower what is inside them to loops
     lowering: str  # gpu.module -> NVVM -> PTX (and the host side to LLVM)
+    fp_contract: bool = True  # let multiply-add pairs in kernels become FMA, as nvcc --fmad=true does
 
     def to_text(self) -> str:
         return (f"pre_schedule: {self.pre_schedule}\n"
                 f"post_schedule: {self.post_schedule}\n"
+                f"fp_contract: {'on' if self.fp_contract else 'off'}\n"
                 f"lowering: {self.lowering}\n")
 
     @classmethod
@@ -43,7 +45,8 @@ class PassPipeline(JsonRecord):
         missing = {"pre_schedule", "post_schedule", "lowering"} - set(phases)
         if missing:
             raise ValueError(f"pass_pipeline.txt lacks the phases {sorted(missing)}")
-        return cls(**{k: phases[k] for k in ("pre_schedule", "post_schedule", "lowering")})
+        return cls(**{k: phases[k] for k in ("pre_schedule", "post_schedule", "lowering")},
+                   fp_contract=phases.get("fp_contract", "on") == "on")
 
 
 def libdevice_path() -> str | None:
@@ -68,7 +71,7 @@ def lowering_pipeline(chip: str) -> str:
             "convert-func-to-llvm,expand-strided-metadata,"
             f"nvvm-attach-target{{{target}}},"
             "lower-affine,convert-arith-to-llvm,convert-index-to-llvm,canonicalize,cse,"
-            "gpu.module(convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},canonicalize,cse,"
+            "gpu.module(convert-vector-to-llvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},canonicalize,cse,"
             "reconcile-unrealized-casts),"
             "gpu-to-llvm{use-bare-pointers-for-kernels=true},gpu-module-to-binary{format=isa},"
             "convert-math-to-llvm,canonicalize,cse,reconcile-unrealized-casts)")
@@ -78,7 +81,7 @@ def default_pipeline(chip: str, fuse_elementwise: bool = True) -> PassPipeline:
     cleanup = "canonicalize,linalg-fuse-elementwise-ops,cse" if fuse_elementwise else "canonicalize,cse"
     return PassPipeline(
         pre_schedule=f"builtin.module({cleanup})",
-        post_schedule="builtin.module(canonicalize,cse,gpu-kernel-outlining,canonicalize,"
+        post_schedule="builtin.module(canonicalize,cse,gpu-launch-sink-index-computations,gpu-kernel-outlining,canonicalize,"
                       "gpu.module(gpu.func(convert-linalg-to-loops,canonicalize)))",
         lowering=lowering_pipeline(chip),
     )
