@@ -105,12 +105,12 @@ class BufferSpec(JsonRecord):
 
 @dataclass
 class KernelArg(JsonRecord):
-    """One PTX parameter: a buffer pointer (bare-pointer ABI) or a scalar."""
+    """One PTX parameter: a buffer's base pointer (bare-pointer ABI: the kernel applies the static
+    offset and strides of the view it was compiled for) or a scalar."""
 
     kind: str  # "buffer" | "scalar"
     dtype: str
     buffer: str | None = None
-    byte_offset: int = 0
     value: float | int | None = None
 
 

@@ -27,12 +27,17 @@ class HostComputeError(Exception):
     """The schedule left compute (loops, copies, linalg ops) outside the GPU kernels."""
 
 
+def _dynamic_layout(t) -> bool:
+    strides, offset = t.get_strides_and_offset()
+    return ir.ShapedType.get_dynamic_stride_or_offset() in (offset, *strides)
+
+
+def _row_major(shape: list[int]) -> list[int]:
+    return [math.prod(shape[i + 1:]) for i in range(len(shape))]
+
+
 def dtype_name(t) -> str:
     return "i64" if str(t) == "index" else str(t)
-
-
-def _elem_bytes(dtype: str) -> int:
-    return {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i1": 1}[dtype]
 
 
 def check_host(func) -> None:
@@ -55,7 +60,7 @@ class LaunchSequence:
         self.buffers: list[BufferSpec] = []
         self.launches: list[KernelLaunch] = []
         self.outputs: list[OutputSpec] = []
-        self._views: dict = {}  # SSA value -> (buffer name, byte offset)
+        self._views: dict = {}  # SSA value (a buffer or a view of it) -> buffer name
         self._constants: dict = {}  # SSA value -> python scalar
 
     def read(self) -> "LaunchSequence":
@@ -77,7 +82,7 @@ class LaunchSequence:
         t = value.type
         self.buffers.append(BufferSpec(name=name, role=role, dtype=dtype_name(t.element_type),
                                        shape=list(t.shape), source=source, values=values))
-        self._views[value] = (name, 0)
+        self._views[value] = name
 
     def _visit(self, op) -> None:
         name = op.name
@@ -90,13 +95,11 @@ class LaunchSequence:
         elif name == "memref.get_global":
             self._add_global(op)
         elif name in VIEW_OPS:
-            base, base_offset = self._views[op.operands[0]]
-            src_offset = op.operands[0].type.get_strides_and_offset()[1]
-            dst_offset = op.results[0].type.get_strides_and_offset()[1]
-            if ir.ShapedType.get_dynamic_stride_or_offset() in (src_offset, dst_offset):
-                raise HostComputeError(f"{name} with a dynamic offset on the host cannot be described statically")
-            elem = _elem_bytes(dtype_name(op.results[0].type.element_type))
-            self._views[op.results[0]] = (base, base_offset + (dst_offset - src_offset) * elem)
+            # a view keeps its source's aligned pointer; with the bare-pointer ABI the kernel applies
+            # the view's static offset and strides (from its type) itself
+            if not op.results[0].type.has_static_shape or _dynamic_layout(op.results[0].type):
+                raise HostComputeError(f"{name} with a dynamic layout on the host cannot be passed to a kernel")
+            self._views[op.results[0]] = self._views[op.operands[0]]
         elif name == "gpu.launch_func":
             self._add_launch(op.opview)
         elif name == "func.return":
@@ -125,9 +128,7 @@ class LaunchSequence:
         args = []
         for v in launch.kernelOperands:
             if isinstance(v.type, ir.MemRefType):
-                buffer, offset = self._views[v]
-                args.append(KernelArg(kind="buffer", dtype=dtype_name(v.type.element_type),
-                                      buffer=buffer, byte_offset=offset))
+                args.append(KernelArg(kind="buffer", dtype=dtype_name(v.type.element_type), buffer=self._views[v]))
             else:
                 args.append(self._scalar(v))
         shared = launch.dynamicSharedMemorySize
@@ -140,8 +141,9 @@ class LaunchSequence:
 
     def _add_outputs(self, op) -> None:
         for v in op.operands:
-            buffer, offset = self._views[v]
-            if offset:
+            buffer = self._views[v]
+            strides, offset = v.type.get_strides_and_offset()
+            if offset or strides != _row_major(list(v.type.shape)):
                 raise HostComputeError("a model output is a strided view of a buffer; it needs a copy kernel")
             self.outputs.append(OutputSpec(buffer=buffer, shape=list(v.type.shape),
                                            dtype=dtype_name(v.type.element_type)))

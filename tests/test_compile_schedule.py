@@ -1,0 +1,77 @@
+"""Schedule parameters: one edit changes one thing, and each knob reaches the generated code."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from workers.compile import ScheduleError, apply_edit, compile_iteration, initial_params
+from workers.compile.pipeline import PassPipeline
+from workers.frontend import lower_model
+from workers.records import ScheduleEdit
+
+ZOO = Path(__file__).parent / "data" / "zoo"
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("jobs")
+    for name in ("matmul_square", "elementwise_chain"):
+        lower_model(str(ZOO / f"{name}.py"), str(out / name))
+    return out
+
+
+def test_apply_edit_changes_exactly_one_field(jobs):
+    params = initial_params(str(jobs / "matmul_square"))
+    edited = apply_edit(params, ScheduleEdit(op_index=params.ops[0].op_index, field="thread_tile", value=[8, 4, 0]))
+    assert edited.ops[0].thread_tile == [8, 4, 0] and params.ops[0].thread_tile == [4, 4, 0]
+    assert {k: v for k, v in edited.ops[0].to_dict().items() if k != "thread_tile"} == \
+        {k: v for k, v in params.ops[0].to_dict().items() if k != "thread_tile"}
+    with pytest.raises(ScheduleError):
+        apply_edit(params, ScheduleEdit(op_index=params.ops[0].op_index, field="no_such_knob", value=1))
+    with pytest.raises(ScheduleError):
+        apply_edit(params, ScheduleEdit(op_index=999, field="vectorize", value=True))
+
+
+def test_vectorize_emits_vector_code(jobs):
+    job = str(jobs / "elementwise_chain")
+    params = initial_params(job)
+    op = params.ops[0].op_index
+    params = apply_edit(params, ScheduleEdit(op, "thread_tile", [1, 4]))
+    params = apply_edit(params, ScheduleEdit(op, "vectorize", True))
+    result = compile_iteration(job, 1, params)
+    assert result.ok, result.error
+    assert "structured.vectorize" in (jobs / "elementwise_chain" / "v1" / "transform.mlir").read_text()
+    assert "vector.load" in (jobs / "elementwise_chain" / "v1" / "gpu.mlir").read_text()
+
+
+def test_reduction_tile_and_fp_contraction_reach_the_ptx(jobs):
+    job = str(jobs / "matmul_square")
+    params = apply_edit(initial_params(job), ScheduleEdit(1, "reduction_tile", 8))
+    result = compile_iteration(job, 2, params)
+    assert result.ok, result.error
+    v2 = jobs / "matmul_square" / "v2"
+    assert "tile_using_for %g1_t tile_sizes [0, 0, 8]" in (v2 / "transform.mlir").read_text()
+    assert PassPipeline.from_text((v2 / "pass_pipeline.txt").read_text()).fp_contract
+    assert "fma.rn.f32" in (v2 / "kernels.ptx").read_text()
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("tensor_core", "mma_sync", "not expressible"),
+    ("thread_tile", [1, 1, 0], "exceed 1024"),
+])
+def test_unsupported_or_invalid_knobs_fail_at_the_schedule_stage(jobs, field, value, reason):
+    job = str(jobs / "matmul_square")
+    shutil.rmtree(jobs / "matmul_square" / "v3", ignore_errors=True)
+    result = compile_iteration(job, 3, apply_edit(initial_params(job), ScheduleEdit(1, field, value)))
+    assert not result.ok and result.stage == "schedule" and reason in result.error
+
+
+def test_pass_pipeline_text_round_trips():
+    text = "pre_schedule: builtin.module(cse)\npost_schedule: builtin.module(canonicalize)\n" \
+           "fp_contract: off\nlowering: builtin.module(x)\n"
+    pipeline = PassPipeline.from_text(text)
+    assert not pipeline.fp_contract and pipeline.to_text() == text
+    with pytest.raises(ValueError):
+        PassPipeline.from_text("pre_schedule: builtin.module(cse)\n")
