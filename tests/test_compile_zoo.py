@@ -65,6 +65,7 @@ def test_launch_config_describes_a_complete_gpu_run(compiled, name):
     entries = set(re.findall(r"\.entry\s+(\w+)\(", ptx))
     buffers = {b.name: b for b in config.buffers}
     assert len(config.launches) == result.kernel_count >= 1
+    assert "malloc" not in ptx, "per-thread scratch must live on the stack, not the device heap"
     for launch in config.launches:
         assert launch.kernel in entries
         threads = launch.block[0] * launch.block[1] * launch.block[2]

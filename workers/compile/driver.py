@@ -94,6 +94,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         launches = LaunchSequence(module, info).read()
         merge_kernel_modules(module)
         result.stage = "lowering"
+        mlir.scratch_to_stack(module)
         if pipeline.fp_contract:
             mlir.allow_fp_contraction(module)
         mlir.run_pipeline(module, pipeline.lowering)

@@ -70,15 +70,36 @@ def ptx_of_binaries(module: ir.Module) -> dict[str, bytes]:
 CONTRACTIBLE = ("arith.mulf", "arith.addf", "arith.subf")
 
 
-def allow_fp_contraction(module: ir.Module) -> None:
-    """Mark float multiply/add/sub inside kernels `contract`, so LLVM may fuse them into FMA."""
-    contract = ir.Attribute.parse("#arith.fastmath<contract>")
+def _kernel_ops(module: ir.Module, name: str) -> list:
+    found = []
 
-    def mark(op):
-        if op.name in CONTRACTIBLE:
-            op.attributes["fastmath"] = contract
+    def collect(op):
+        if op.name == name:
+            found.append(op)
         return ir.WalkResult.ADVANCE
 
     for op in module.body.operations:
         if op.operation.name == "gpu.module":
-            op.operation.walk(mark)
+            op.operation.walk(collect)
+    return found
+
+
+def scratch_to_stack(module: ir.Module) -> None:
+    """A memref.alloc inside a kernel is per-thread scratch (e.g. a fused producer's tile); as an
+    alloca it lives in registers/local memory instead of calling device malloc."""
+    for alloc in _kernel_ops(module, "memref.alloc"):
+        if alloc.operands:
+            raise MlirError("a kernel needs per-thread scratch of dynamic size; use tiles that divide the "
+                            "loop extents")
+        with ir.InsertionPoint(alloc), alloc.location:
+            alloca = ir.Operation.create("memref.alloca", results=[alloc.results[0].type],
+                                         operands=[], attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0])})
+        alloc.results[0].replace_all_uses_with(alloca.results[0])
+        alloc.erase()
+
+
+def allow_fp_contraction(module: ir.Module) -> None:
+    """Mark float multiply/add/sub inside kernels `contract`, so LLVM may fuse them into FMA."""
+    contract = ir.Attribute.parse("#arith.fastmath<contract>")
+    for op in [o for name in CONTRACTIBLE for o in _kernel_ops(module, name)]:
+        op.attributes["fastmath"] = contract

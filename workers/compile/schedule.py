@@ -34,13 +34,14 @@ class Group:
     fills: list[tuple[int, int]]  # (op whose init the fill is, that init's operand index)
 
 
-def _pow2_at_most(n: int) -> int:
-    return 1 << (max(n, 1).bit_length() - 1)
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
 
 
 def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     """The v0 launch shape of one op: threads along the innermost parallel dims, one or a few
-    outputs per thread, the rest of the parallel dims spread over the grid."""
+    outputs per thread, the rest of the parallel dims spread over the grid. Tiles divide the loop
+    extents, so every per-thread tile has a static shape."""
     ranges, iters = op.loop_ranges, op.iterator_types
     parallel = [d for d, it in enumerate(iters) if it == "parallel" and ranges[d] > 1]
     block = [0] * len(ranges)
@@ -49,13 +50,13 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
         block[d] = 1
     inner = parallel[-2:]  # up to two dims mapped to threads: (y, x)
     # matmul-like work reuses operands across a register tile; elementwise work gets 1 per thread
-    per_thread = 4 if family in ("matmul", "conv") and all(ranges[d] >= 64 for d in inner) else 1
+    per_thread = 4 if family in ("matmul", "conv") and all(ranges[d] % 64 == 0 for d in inner) else 1
     # x first: a 16x16 square for register-tiled work, else 64 wide for coalesced rows
     x_cap = 16 if per_thread > 1 else 64
     budget = TARGET_THREADS
     for d in reversed(inner):
         cap = budget if d != inner[-1] or len(inner) == 1 else x_cap
-        threads = min(_pow2_at_most(math.ceil(ranges[d] / per_thread)), cap)
+        threads = _largest_divisor_at_most(ranges[d] // per_thread, cap)
         block[d] = threads * per_thread
         thread[d] = per_thread
         budget = max(budget // threads, 1)
@@ -141,6 +142,11 @@ def validate(schedule: OpSchedule, op: OpInfo) -> list[int]:
             raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
         if b < 0 or t < 0:
             raise ScheduleError(f"op {op.index}: loop {d} has a negative tile size")
+        # partial tiles would give per-thread scratch a dynamic size (device malloc in the kernel)
+        extent = op.loop_ranges[d]
+        if (b and extent % b) or (t and (b or extent) % t):
+            raise ScheduleError(f"op {op.index}: loop {d} of extent {extent} is not divided evenly by "
+                                f"block tile {b} and thread tile {t}")
     threads = [n for n in threads_per_loop(schedule, op) if n]
     if len(threads) > 3:
         raise ScheduleError(f"op {op.index}: at most 3 loops can be mapped to threads, got {len(threads)}")
