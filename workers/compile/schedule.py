@@ -126,14 +126,17 @@ def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
     return new
 
 
-def validate(schedule: OpSchedule, op: OpInfo) -> list[int]:
-    """Check one op's tiles; returns the thread block shape [x, y, z]."""
+def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """Check one kernel's tiles; returns the thread block shape [x, y, z]."""
+    op = facts[g.anchor].info
+    members = [g.anchor] + ([g.producer] if g.producer is not None else [])
     n = len(op.loop_ranges)
     if len(schedule.block_tile) != n or len(schedule.thread_tile) != n:
         raise ScheduleError(f"op {op.index}: tiles must have {n} entries (one per loop)")
-    if schedule.vectorize and "reduction" in op.iterator_types:
-        raise ScheduleError(f"op {op.index}: vectorize applies to all-parallel ops; reductions would "
-                            "vectorize their whole reduction loop")
+    if schedule.vectorize and not schedule.reduction_tile and any(
+            "reduction" in facts[m].info.iterator_types for m in members):
+        raise ScheduleError(f"op {op.index}: vectorizing a reduction needs a reduction_tile (else the whole "
+                            "reduction loop becomes one vector)")
     if schedule.tensor_core != "none" or schedule.promote_shared:
         raise ScheduleError(f"op {op.index}: tensor_core/promote_shared are not expressible by this "
                             "compile stage's schedules yet")
@@ -191,7 +194,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     for kernel, g in enumerate(groups):
         op = facts[g.anchor].info
         schedule = by_index.get(g.anchor) or default_op_schedule(op, group_family(g, facts))
-        block_dims = validate(schedule, op)
+        block_dims = validate(schedule, g, facts)
         launches.append(block_dims)
         lines += _emit_group(kernel, g, schedule, facts)
     lines += [
@@ -219,15 +222,19 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         ]
     lines += [
         f'    %gpu_func = transform.structured.match ops{{["func.func"]}} in %bufferized : ({ANY}) -> {ANY}',
-        # vectorized per-thread tiles: 1-D transfers of contiguous memory become vector loads/stores
-        "    transform.apply_patterns to %gpu_func { transform.apply_patterns.vector.rank_reducing_subview_patterns "
+        # accumulators of a vectorized reduction loop stay in registers across its iterations
+        f"    %hoisted = transform.structured.hoist_redundant_vector_transfers %gpu_func : ({ANY}) -> {ANY}",
+        # then contractions become FMAs, and contiguous 1-D transfers become vector loads/stores
+        "    transform.apply_patterns to %hoisted { transform.apply_patterns.vector.reduction_to_contract "
+        "transform.apply_patterns.vector.transfer_permutation_patterns "
+        f"transform.apply_patterns.canonicalization }} : {ANY}",
+        "    transform.apply_patterns to %hoisted { transform.apply_patterns.vector.lower_contraction "
+        'lowering_strategy = "outerproduct" transform.apply_patterns.vector.lower_outerproduct '
+        "transform.apply_patterns.vector.rank_reducing_subview_patterns "
         "transform.apply_patterns.vector.cast_away_vector_leading_one_dim "
         "transform.apply_patterns.vector.lower_masked_transfers "
         "transform.apply_patterns.vector.transfer_permutation_patterns "
         f"transform.apply_patterns.vector.lower_transfer max_transfer_rank = 1 }} : {ANY}",
-        # per-thread scratch tiles (e.g. a fused fill's result) live in registers, not the heap
-        "    transform.apply_patterns to %gpu_func { transform.apply_patterns.memref.alloc_to_alloca "
-        f"size_limit(16384) }} : {ANY}",
         "    transform.yield",
         "  }",
         "}",
@@ -241,22 +248,17 @@ def threads_per_loop(schedule: OpSchedule, op: OpInfo) -> list[int]:
             for b, t, r in zip(schedule.block_tile, schedule.thread_tile, op.loop_ranges)]
 
 
-def _reduction_member(g: Group, facts: list[LinalgOpFacts]) -> tuple[str, OpInfo] | None:
-    """The thread-level handle and op of the group member that has reduction loops, if any."""
-    k = f"g{g.anchor}"
-    if g.producer is not None and "reduction" in facts[g.producer].info.iterator_types:
-        return f"%{k}_m0t", facts[g.producer].info
-    if "reduction" in facts[g.anchor].info.iterator_types:
-        return f"%{k}_t", facts[g.anchor].info
+def _reduction_member(g: Group, facts: list[LinalgOpFacts]) -> int | None:
+    """The group member that has reduction loops, if any."""
+    for m in ([g.producer] if g.producer is not None else []) + [g.anchor]:
+        if "reduction" in facts[m].info.iterator_types:
+            return m
     return None
 
 
 def _emit_group(kernel: int, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
     op = facts[g.anchor].info
     threads = threads_per_loop(s, op)
-    # the largest per-thread tile; masks cover the partial tiles at the edges
-    vector_sizes = [math.ceil((b or r) / n) if n else (b or r)
-                    for b, n, r in zip(s.block_tile, threads, op.loop_ranges)]
     a = f"%op{g.anchor}"
     k = f"g{g.anchor}"
     n_block = sum(1 for b in s.block_tile if b)
@@ -290,13 +292,17 @@ def _emit_group(kernel: int, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]
             out.append(f"    %{k}_m{j}t, %{k}_threads{j} = transform.structured.fuse_into_containing_op {m} into "
                        f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
             containing = f"%{k}_threads{j}"
-        if s.vectorize:
-            out.append(f"    transform.structured.vectorize %{k}_t vector_sizes {_ints(vector_sizes)} : {ANY}")
+    thread_ops = {g.anchor: f"%{k}_t"} | ({g.producer: f"%{k}_m0t"} if g.producer is not None else {})
     member = _reduction_member(g, facts)
     if s.reduction_tile and member and n_thread:
-        handle, member_op = member
+        member_op = facts[member].info
         first = member_op.iterator_types.index("reduction")
         sizes = [s.reduction_tile if d == first else 0 for d in range(len(member_op.loop_ranges))]
-        out.append(f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for {handle} tile_sizes {_ints(sizes)} "
-                   f": ({ANY}) -> ({ANY}, {ANY})")
+        out.append(f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for {thread_ops[member]} tile_sizes "
+                   f"{_ints(sizes)} : ({ANY}) -> ({ANY}, {ANY})")
+        thread_ops[member] = f"%{k}_r"
+    if s.vectorize and n_thread:
+        fills = [f"%{k}_m{j}t" for j in range(len(members)) if j >= (g.producer is not None)]
+        for handle in [*fills, *thread_ops.values()]:
+            out.append(f"    transform.structured.vectorize {handle} : {ANY}")
     return out
