@@ -1,0 +1,173 @@
+"""End to end: real redis-server, real `celery worker` processes, the real frontend and compile stages;
+the GPU measurement is the TEST DOUBLE FakeGpuMeasure (no GPU here). Faults: a worker process killed
+mid-task, a whole worker killed, Redis restarted mid-job, a cancelled job, a malformed model and a
+malformed schedule."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import MODELS
+
+pytestmark = pytest.mark.slow
+CONTRACT = ("env_check.md", "model_linalg.mlir", "best_pipeline.txt", "best_transform.mlir", "benchmark.md",
+            "final_report.md")
+ITERATION_FILES = ("pass_pipeline.txt", "hypothesis.txt", "transform.mlir", "gpu.mlir", "kernels.ptx",
+                   "config.json", "benchmark.md", "ncu_summary.md", "ncu_details.md")
+
+
+def _jobs(farm):
+    return {j.job_id.split(".", 1)[1]: j for j in farm.store.jobs()}
+
+
+def _assert_complete(job):
+    """Done, every file of the output contract there, versions v0..vN-1 each once, none lost."""
+    assert job.status == "done", (job.status, job.stop_reason, job.error)
+    for name in CONTRACT:
+        assert (Path(job.job_dir) / name).is_file(), name
+    versions = sorted(int(p.name[1:]) for p in Path(job.job_dir).glob("v*") if p.is_dir())
+    assert versions == [it.version for it in job.iterations] == list(range(len(job.iterations)))
+    for it in job.iterations:
+        assert it.stage == "complete"
+        if it.compile.ok:
+            for name in ITERATION_FILES:
+                assert (Path(job.job_dir) / f"v{it.version}" / name).is_file(), (it.version, name)
+
+
+def _wait_marker(farm, version: int = 0) -> int:
+    """pid of the process running the fake measurement of `version` (it leaves a marker file)."""
+    found = farm.wait_for(lambda: [p for p in farm.markers.glob(f"*.v{version}.*")] if farm.markers.exists() else [],
+                          what=f"a measurement of v{version} to start")
+    return int(found[0].name.rsplit(".", 1)[1])
+
+
+def test_batch_spreads_over_workers_and_survives_a_malformed_model(farm):
+    f = farm()
+    f.start_workers(compile_workers=2, gpu_workers=1)
+    models = [MODELS / n for n in ("matmul64.py", "elementwise_chain.py", "rowsum.py", "broken.py")]
+    done = f.cli("submit", *map(str, models), "--iterations", "3")
+    assert done.returncode == 1, done.stderr  # one model failed
+    assert "Traceback" not in done.stderr + done.stdout
+    jobs = _jobs(f)
+    broken = jobs.pop("broken")
+    assert broken.status == "failed" and "get_inputs" in broken.error
+    assert "get_inputs" in (Path(broken.job_dir) / "final_report.md").read_text()
+    for job in jobs.values():
+        _assert_complete(job)
+        assert len(job.iterations) >= 2  # the advisor loop iterated on the double's metrics
+        assert "TEST DOUBLE" in (Path(job.job_dir) / "final_report.md").read_text()
+        assert (Path(job.job_dir) / "v1" / "hypothesis.txt").read_text() == job.iterations[1].hypothesis_text.rstrip() + "\n"
+    compile_workers = {it.compile_worker for j in jobs.values() for it in j.iterations}
+    compile_workers |= {j.frontend_worker for j in jobs.values()}
+    assert len(compile_workers) >= 2, compile_workers  # compile work spread over both compile workers
+    assert {it.measure_worker for j in jobs.values() for it in j.iterations} == {f.pool.specs["gpu0"].hostname}
+
+    listing = f.cli("workers")
+    assert listing.returncode == 0 and "compile1@" in listing.stdout and "gpu0@" in listing.stdout
+    report = f.cli("report")
+    assert report.returncode == 0, report.stderr
+    batch = Path(next(iter(jobs.values())).job_dir).parent
+    assert (batch / "time_per_iteration.png").stat().st_size > 1000
+    assert "matmul64" in (batch / "summary.md").read_text()
+
+
+def test_killed_measure_process_is_redone_once(farm):
+    f = farm(measure_sleep_s=3)
+    f.start_workers(compile_workers=1, gpu_workers=1)
+    run = f.cli("submit", str(MODELS / "matmul64.py"), "--iterations", "2", background=True)
+    os.kill(_wait_marker(f, 0), signal.SIGKILL)  # the pool process running the measurement
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    job = _jobs(f)["matmul64"]
+    _assert_complete(job)
+    claim = f.store.task_claim(f"{job.job_id}:v0:measure")
+    assert claim.attempts == 2 and claim.state == "done"  # redone once, recorded once
+
+
+def test_task_of_a_dead_worker_is_sent_again(farm):
+    f = farm()
+    f.start_workers(compile_workers=2, gpu_workers=1)
+    run = f.cli("submit", str(MODELS / "elementwise_chain.py"), "--compile-only", background=True)
+    job_id = f.wait_for(lambda: next(iter(_jobs(f).values()), None), what="the job").job_id
+    claim = f.wait_for(lambda: f.store.task_claim(f"{job_id}:frontend"), what="the frontend task to start")
+    victim = next(n for n, s in f.pool.specs.items() if s.hostname == claim.worker)
+    os.killpg(f.pool.procs[victim].pid, signal.SIGKILL)  # the whole worker, main process included
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    assert "is gone; sending the task again" in err
+    job = _jobs(f)["elementwise_chain"]
+    assert job.status == "done" and job.iterations[0].compile.ok
+    assert job.frontend_worker != claim.worker
+    assert f.store.task_claim(f"{job_id}:frontend").attempts == 2
+
+
+def test_redis_restart_mid_job(farm, redis_server):
+    f = farm(measure_sleep_s=2)
+    f.start_workers(compile_workers=1, gpu_workers=1)
+    run = f.cli("submit", str(MODELS / "rowsum.py"), "--iterations", "2", background=True)
+    _wait_marker(f, 0)
+    redis_server.stop()
+    time.sleep(2)
+    redis_server.start()
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    _assert_complete(_jobs(f)["rowsum"])
+
+
+def test_cancel_then_resume(farm):
+    f = farm(measure_sleep_s=2)
+    f.start_workers(compile_workers=1, gpu_workers=1)
+    run = f.cli("submit", str(MODELS / "matmul64.py"), "--iterations", "3", background=True)
+    _wait_marker(f, 0)
+    cancelled = f.cli("cancel", "matmul64")
+    assert cancelled.returncode == 0, cancelled.stderr
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 1
+    job = _jobs(f)["matmul64"]
+    assert job.status == "cancelled" and job.reported
+    assert "cancelled by the user" in (Path(job.job_dir) / "final_report.md").read_text()
+    config = Path(job.job_dir) / "v0" / "config.json"
+    before = config.stat().st_mtime_ns
+    resumed = f.cli("resume", "matmul64")
+    assert resumed.returncode == 0, resumed.stderr
+    job = _jobs(f)["matmul64"]
+    _assert_complete(job)
+    assert len(job.iterations) == 3 and config.stat().st_mtime_ns == before  # v0 was not redone
+
+
+def test_malformed_schedule_fails_cleanly(farm, tmp_path):
+    f = farm()
+    f.start_workers(compile_workers=1, gpu_workers=1)
+    bad = {"ops": [{"op_index": 1, "family": "matmul", "block_tile": [-8, 0, 0], "thread_tile": [4, 4, 0]}]}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    done = f.cli("submit", str(MODELS / "matmul64.py"), "--compile-only", "--schedule", str(tmp_path / "bad.json"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    job = _jobs(f)["matmul64"]
+    assert job.status == "failed"
+    v0 = job.iterations[0]
+    assert not v0.compile.ok and "negative" in v0.compile.error
+    assert "negative" in (Path(job.job_dir) / "final_report.md").read_text()
+    assert (Path(job.job_dir) / "best_transform.mlir").read_text().startswith("// n/a")
+
+
+def test_embedded_farm_compile_only(tmp_path):
+    """No --broker: submit starts its own workers (filesystem transport, file state) and stops them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLIR_FARM_")}
+    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", str(MODELS / "matmul64.py"),
+                           str(MODELS / "rowsum.py"), "--compile-only", "--out", str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    batch = next(p for p in (tmp_path / "out").iterdir() if not p.name.startswith("."))
+    for model in ("matmul64", "rowsum"):
+        assert (batch / model / "v0" / "kernels.ptx").is_file()
+        assert "compile-only run" in (batch / model / "final_report.md").read_text()
+    status = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", "--out", str(tmp_path / "out")],
+                            env=env, capture_output=True, text=True)
+    assert status.returncode == 0 and "matmul64" in status.stdout and "done" in status.stdout
