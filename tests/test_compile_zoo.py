@@ -112,6 +112,12 @@ def test_v0_is_operator_aware(compiled):
     assert {"conv", "pooling", "matmul"} <= set(cnn["kernel_families"])
 
 
+def test_precision_mode_follows_the_model_dtype(compiled):
+    f16 = LaunchConfig.from_json((compiled["matmul_f16"][1] / "v0" / "config.json").read_text())
+    f32 = LaunchConfig.from_json((compiled["mlp"][1] / "v0" / "config.json").read_text())
+    assert (f16.precision, f16.atol) == ("f16", 1e-2) and (f32.precision, f32.atol) == ("fp32", 1e-4)
+
+
 def test_compile_is_idempotent(compiled):
     _, job, result = compiled["softmax"]
     ptx = job / "v0" / "kernels.ptx"

@@ -41,10 +41,14 @@ def _assert_complete(job):
                 assert (Path(job.job_dir) / f"v{it.version}" / name).is_file(), (it.version, name)
 
 
-def _wait_marker(farm, version: int = 0) -> int:
+def _wait_marker(farm, run, version: int = 0) -> int:
     """pid of the process running the fake measurement of `version` (it leaves a marker file)."""
-    found = farm.wait_for(lambda: [p for p in farm.markers.glob(f"*.v{version}.*")] if farm.markers.exists() else [],
-                          what=f"a measurement of v{version} to start")
+    def started():
+        if run.poll() is not None:
+            raise AssertionError(f"submit ended early ({run.returncode}): {run.stderr.read()}")
+        return list(farm.markers.glob(f"*.v{version}.*")) if farm.markers.exists() else []
+
+    found = farm.wait_for(started, what=f"a measurement of v{version} to start")
     return int(found[0].name.rsplit(".", 1)[1])
 
 
@@ -82,7 +86,7 @@ def test_killed_measure_process_is_redone_once(farm):
     f = farm(measure_sleep_s=3)
     f.start_workers(compile_workers=1, gpu_workers=1)
     run = f.cli("submit", str(MODELS / "matmul64.py"), "--iterations", "2", background=True)
-    os.kill(_wait_marker(f, 0), signal.SIGKILL)  # the pool process running the measurement
+    os.kill(_wait_marker(f, run, 0), signal.SIGKILL)  # the pool process running the measurement
     out, err = run.communicate(timeout=300)
     assert run.returncode == 0, err
     job = _jobs(f)["matmul64"]
@@ -112,7 +116,7 @@ def test_redis_restart_mid_job(farm, redis_server):
     f = farm(measure_sleep_s=2)
     f.start_workers(compile_workers=1, gpu_workers=1)
     run = f.cli("submit", str(MODELS / "rowsum.py"), "--iterations", "2", background=True)
-    _wait_marker(f, 0)
+    _wait_marker(f, run, 0)
     redis_server.stop()
     time.sleep(2)
     redis_server.start()
@@ -125,7 +129,7 @@ def test_cancel_then_resume(farm):
     f = farm(measure_sleep_s=2)
     f.start_workers(compile_workers=1, gpu_workers=1)
     run = f.cli("submit", str(MODELS / "matmul64.py"), "--iterations", "3", background=True)
-    _wait_marker(f, 0)
+    _wait_marker(f, run, 0)
     cancelled = f.cli("cancel", "matmul64")
     assert cancelled.returncode == 0, cancelled.stderr
     out, err = run.communicate(timeout=300)

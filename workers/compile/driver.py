@@ -31,11 +31,12 @@ def load_model_info(job_dir: str) -> ModelInfo:
         return ModelInfo.from_json(f.read())
 
 
-def initial_params(job_dir: str, chip: str = "sm_90a", precision: str = "fp32") -> ScheduleParams:
-    """The v0 operator-aware schedule of a lowered model (job_dir/model_linalg.mlir)."""
+def initial_params(job_dir: str, chip: str = "sm_90a") -> ScheduleParams:
+    """The v0 operator-aware schedule of a lowered model (job_dir/model_linalg.mlir); its precision
+    mode (and so its tolerance) follows the model's float types."""
     with open(os.path.join(job_dir, "model_linalg.mlir")) as f:
         payload = f.read()
-    return initial_params_for(analyze(payload, default_pipeline(chip).pre_schedule), chip, precision)
+    return initial_params_for(analyze(payload, default_pipeline(chip).pre_schedule), chip)
 
 
 def assemble(ptx_path: str, chip: str) -> None:

@@ -121,9 +121,15 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
     return schedule
 
 
-def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", precision: str = "fp32") -> ScheduleParams:
+def precision_of(facts: list[LinalgOpFacts]) -> str:
+    """The correctness mode follows the narrowest float type the model computes in."""
+    dtypes = {f.info.dtype for f in facts}
+    return next((p for p in ("f16", "bf16") if p in dtypes), "fp32")
+
+
+def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a") -> ScheduleParams:
     return ScheduleParams(ops=[default_group_schedule(g, facts) for g in plan_groups(facts, None)],
-                          chip=chip, precision=precision)
+                          chip=chip, precision=precision_of(facts))
 
 
 def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
