@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from workers.compile import compile_iteration, initial_params
-from workers.compile.driver import RESULT_FILE
+from workers.layout import COMPILE_RESULT_FILE
 from workers.frontend import FrontendError, lower_model
 from workers.model_loader import load_model
 from workers.records import LaunchConfig
@@ -132,7 +132,7 @@ def test_bad_schedule_fails_cleanly_at_the_schedule_stage(compiled, tmp_path):
     params.ops[0].block_tile = [64, 64, 16]  # a parallel forall over the K reduction: a data race
     result = compile_iteration(str(job), 1, params)
     assert not result.ok and result.stage == "schedule" and "reduction" in result.error
-    assert json.loads((job / "v1" / RESULT_FILE).read_text())["ok"] is False
+    assert json.loads((job / "v1" / COMPILE_RESULT_FILE).read_text())["ok"] is False
 
 
 @pytest.mark.parametrize("model, cause", [("no_model_class.py", "lacks Model"),

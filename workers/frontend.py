@@ -20,9 +20,7 @@ from torch import nn
 from workers.model_loader import ModelLoadError, load_model
 from workers.records import ModelInfo
 from workers.atomic import write_text
-
-
-JOB_MODEL_FILE = "model.py"  # the model's source, copied into the job folder
+from workers.layout import LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE
 
 
 class FrontendError(Exception):
@@ -99,7 +97,7 @@ def _stderr_to(file):
 
 
 def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
-    """Write job_dir/model_linalg.mlir and job_dir/model_info.json; return the ModelInfo."""
+    """Write job_dir/{model_linalg.mlir, model_info.json, model.py}; return the ModelInfo."""
     path = Path(model_path).resolve()
     try:
         model, inputs = load_model(str(path), seed)
@@ -131,7 +129,7 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
     info.ops = [f.info for f in analyze(text, default_pipeline("sm_90a").pre_schedule)]
     os.makedirs(job_dir, exist_ok=True)
     # the job folder carries its own copy of the model, so a GPU node needs nothing else to measure it
-    write_text(os.path.join(job_dir, JOB_MODEL_FILE), path.read_text())
-    write_text(os.path.join(job_dir, "model_linalg.mlir"), text)
-    write_text(os.path.join(job_dir, "model_info.json"), info.to_json(indent=2))
+    write_text(os.path.join(job_dir, MODEL_FILE), path.read_text())
+    write_text(os.path.join(job_dir, LINALG_FILE), text)
+    write_text(os.path.join(job_dir, MODEL_INFO_FILE), info.to_json(indent=2))
     return info

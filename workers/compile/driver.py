@@ -12,29 +12,22 @@ from workers.compile.analysis import analyze
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import ScheduleError, emit_transform, group_family, initial_params_for
-from workers.frontend import JOB_MODEL_FILE
+from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
-
-RESULT_FILE = "compile_result.json"
-
 
 class PtxasError(Exception):
     """ptxas refused the generated PTX."""
 
 
-def version_dir(job_dir: str, version: int) -> str:
-    return os.path.join(job_dir, f"v{version}")
-
-
 def load_model_info(job_dir: str) -> ModelInfo:
-    with open(os.path.join(job_dir, "model_info.json")) as f:
+    with open(os.path.join(job_dir, MODEL_INFO_FILE)) as f:
         return ModelInfo.from_json(f.read())
 
 
 def initial_params(job_dir: str, chip: str = "sm_90a") -> ScheduleParams:
     """The v0 operator-aware schedule of a lowered model (job_dir/model_linalg.mlir); its precision
     mode (and so its tolerance) follows the model's float types."""
-    with open(os.path.join(job_dir, "model_linalg.mlir")) as f:
+    with open(os.path.join(job_dir, LINALG_FILE)) as f:
         payload = f.read()
     return initial_params_for(analyze(payload, default_pipeline(chip).pre_schedule), chip)
 
@@ -55,7 +48,7 @@ def compile_iteration(job_dir: str, version: int, params: ScheduleParams) -> Com
     Idempotent: a version that already compiled returns its recorded result untouched. Bad schedules
     and lowering failures come back as a CompileResult with ok=False, the stage and the reason."""
     vdir = version_dir(job_dir, version)
-    result_path = os.path.join(vdir, RESULT_FILE)
+    result_path = os.path.join(vdir, COMPILE_RESULT_FILE)
     if os.path.exists(result_path):
         with open(result_path) as f:
             return CompileResult.from_json(f.read())
@@ -74,7 +67,7 @@ def compile_iteration(job_dir: str, version: int, params: ScheduleParams) -> Com
 
 def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileResult) -> None:
     info = load_model_info(job_dir)
-    with open(os.path.join(job_dir, "model_linalg.mlir")) as f:
+    with open(os.path.join(job_dir, LINALG_FILE)) as f:
         payload_text = f.read()
     pipeline = default_pipeline(params.chip, params.fuse_elementwise)
     write_text(os.path.join(vdir, "pass_pipeline.txt"), pipeline.to_text())
@@ -105,7 +98,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
     result.stage = "ptxas"
     assemble(ptx_path, params.chip)
     atol, rtol = TOLERANCES[params.precision]
-    config = LaunchConfig(model_path=JOB_MODEL_FILE, chip=params.chip, precision=params.precision,
+    config = LaunchConfig(model_path=MODEL_FILE, chip=params.chip, precision=params.precision,
                           atol=atol, rtol=rtol, seed=info.seed, buffers=launches.buffers,
                           launches=launches.launches, outputs=launches.outputs)
     write_text(os.path.join(vdir, "config.json"), config.to_json(indent=2))
