@@ -1,0 +1,71 @@
+"""The Celery app of the farm: queues `compile` (CPU) and `gpu` (one worker process per GPU).
+
+Workers:
+    celery -A orchestrator.celery_app worker -Q compile -c 4 -n compile1@%h
+    CUDA_VISIBLE_DEVICES=0 celery -A orchestrator.celery_app worker -Q gpu -P prefork -c 1 \
+        --prefetch-multiplier=1 --max-tasks-per-child=1 -n gpu0@%h
+Where the broker is comes from $MLIR_FARM_BROKER (see orchestrator/settings.py).
+"""
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+from orchestrator.settings import FS_SCHEME, FarmSettings
+
+QUEUES = ("compile", "gpu")
+# (soft, hard) time limits per stage in seconds. A soft limit lets the stage record why it stopped;
+# the hard one kills the pool process (ncu runs in its own process group for that reason).
+TIME_LIMITS = {"frontend": (900, 1200), "compile": (600, 900), "measure": (1500, 1800)}
+# Redis re-delivers an unacknowledged message after this long: it must exceed the longest task,
+# or a slow measurement would run twice.
+VISIBILITY_TIMEOUT = 2 * max(hard for _, hard in TIME_LIMITS.values()) + 600
+RETRIES_ON_WORKER_LOST = 2  # a task whose worker process dies runs at most 3 times, then fails
+
+app = Celery("mlir_farm", include=["orchestrator.tasks", "orchestrator.heartbeat"])
+
+
+def configure(settings: FarmSettings) -> Celery:
+    """Point the app at a farm. Everything but the URLs is the same for the embedded farm."""
+    transport_options: dict = {"visibility_timeout": VISIBILITY_TIMEOUT}
+    broker_url = settings.broker_url
+    if broker_url.startswith(FS_SCHEME):
+        folder = broker_url[len(FS_SCHEME):]
+        broker_url = "filesystem://localhost/"  # a host, or kombu warns on every connection
+        transport_options.update(
+            data_folder_in=f"{folder}/queue", data_folder_out=f"{folder}/queue",
+            control_folder=f"{folder}/control", processed_folder=f"{folder}/processed",
+            store_processed=False, polling_interval=0.1)
+        for sub in ("queue", "control", "processed"):
+            os.makedirs(f"{folder}/{sub}", exist_ok=True)
+    if settings.backend_url.startswith("file://"):
+        os.makedirs(settings.backend_url[len("file://"):], exist_ok=True)
+    app.conf.update(
+        broker_url=broker_url,
+        result_backend=settings.backend_url,
+        broker_transport_options=transport_options,
+        result_backend_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT},
+        broker_connection_retry_on_startup=True,
+        # JSON only: a task message never carries pickled objects
+        task_serializer="json", result_serializer="json",
+        accept_content=["json"], result_accept_content=["json"],
+        task_queues=[Queue(q, routing_key=q) for q in QUEUES],
+        task_routes={"orchestrator.frontend": {"queue": "compile"},
+                     "orchestrator.compile": {"queue": "compile"},
+                     "orchestrator.measure": {"queue": "gpu"}},
+        task_default_queue="compile",
+        task_create_missing_queues=False,
+        # a task is acknowledged when done, and put back if its worker process dies
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_retry_on_worker_lost=True,
+        task_track_started=True,
+        worker_prefetch_multiplier=1,
+        result_expires=7 * 24 * 3600,
+    )
+    return app
+
+
+configure(FarmSettings.from_env() or FarmSettings.redis("redis://localhost:6379/0"))

@@ -1,0 +1,354 @@
+"""`orchestrator`: submit models to the farm, follow, cancel and resume jobs, and write reports."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+from orchestrator.records import TERMINAL, JobState
+from orchestrator.settings import EMBEDDED_DIR, FarmSettings, redact
+
+log = logging.getLogger("orchestrator")
+
+EXAMPLES = """examples:
+  orchestrator submit models/*.py --iterations 6          # embedded farm: nothing to start first
+  orchestrator submit a.py b.py --compile-only            # exit 0 only if every model compiled
+  orchestrator submit zoo/*.py --broker redis://:PASSWORD@farm-head:6379/0
+  orchestrator watch                                       # live progress of the latest batch
+  orchestrator status matmul64                             # one job (id or model name)
+  orchestrator cancel 20261202-101500.matmul64
+  orchestrator resume 20261202-101500.matmul64
+  orchestrator report                                      # final reports, table and plot of the latest batch
+  orchestrator workers --broker redis://:PASSWORD@farm-head:6379/0
+  orchestrator experience recommend --help
+Without --broker (or $MLIR_FARM_BROKER) the farm is embedded: its queue, results and state live
+in OUT/.farm and `submit`/`resume` start and stop the worker processes themselves."""
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one paragraph, no traceback."""
+
+
+# -- helpers shared by the commands ---------------------------------------------------------------
+def _farm(args) -> tuple[FarmSettings, object]:
+    from orchestrator.celery_app import configure
+    from orchestrator.state import open_store
+
+    settings = FarmSettings.resolve(args.broker, args.out)
+    configure(settings)
+    return settings, open_store(settings.state_url)
+
+
+def _find_job(store, key: str) -> JobState:
+    """A job by id, or by model name (the newest job of that model)."""
+    job = store.get_job(key)
+    if job is not None:
+        return job
+    matches = [j for j in store.jobs() if j.job_id.split(".", 1)[-1] == key]
+    if not matches:
+        raise UserError(f"no job {key!r}; `orchestrator status` lists the jobs")
+    return matches[-1]
+
+
+def _latest_batch(store) -> list[JobState]:
+    jobs = store.jobs()
+    if not jobs:
+        return []
+    batch = jobs[-1].batch
+    return [j for j in jobs if j.batch == batch]
+
+
+def _new_batch(out: str) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        batch = stamp if n == 1 else f"{stamp}-{n}"
+        try:
+            os.makedirs(os.path.join(out, batch))
+            return batch
+        except FileExistsError:
+            continue
+    raise UserError(f"cannot create a batch folder under {out}")
+
+
+def _stage_of(job: JobState) -> str:
+    from orchestrator.loop import current_task
+
+    task = current_task(job)
+    if task is None:
+        return job.status
+    stage = {"frontend": "lowering", "compile": "compiling", "measure": "measuring"}[task[1]]
+    return stage if task[1] == "frontend" else f"{stage} v{job.iterations[-1].version}"
+
+
+def _job_row(job: JobState) -> str:
+    from orchestrator.reports import best_iteration
+
+    best = best_iteration(job.iterations)
+    best_text = f"v{best.version} {best.measure.time.median_us:.1f} us" if best else "-"
+    note = job.stop_reason or job.error if job.status in TERMINAL else ""
+    return f"{job.job_id:<40} {_stage_of(job):<16} {len(job.iterations):>4} {best_text:>16}  {note[:90]}"
+
+
+def _table(jobs: list[JobState]) -> str:
+    head = f"{'JOB':<40} {'STATE':<16} {'VERS':>4} {'BEST':>16}  NOTE"
+    return "\n".join([head] + [_job_row(j) for j in jobs])
+
+
+def _experience(args):
+    """The experience log the advisor reads and the driver appends to (not needed to compile only)."""
+    if getattr(args, "compile_only", False):
+        return None
+    from experience.store import ExperienceStore
+
+    return ExperienceStore(args.experience or os.path.join(args.out, "experience.jsonl"))
+
+
+def _drive(args, settings: FarmSettings, store, job_ids: list[str]) -> list[JobState]:
+    """Run the driver over the jobs; on the embedded farm, with workers started for the run."""
+    from orchestrator.embedded import WorkerPool, default_specs
+    from orchestrator.loop import Driver
+
+    driver = Driver(store, experience=_experience(args))
+    if not settings.is_embedded:
+        log.info("farm %s: %d job(s) queued; progress follows (Ctrl-C leaves them resumable)",
+                 redact(settings.broker_url), len(job_ids))
+        return driver.run(job_ids)
+    with WorkerPool(settings, os.path.join(args.out, EMBEDDED_DIR, "logs")) as pool:
+        for spec in default_specs(args.compile_workers):
+            pool.start(spec)
+        log.info("embedded farm: starting %d workers (logs in %s)", len(pool.specs), pool.log_dir)
+        pool.wait_ready()
+        return driver.run(job_ids)
+
+
+def _finish_batch(out: str, jobs: list[JobState]) -> None:
+    from orchestrator.reports import write_batch_report
+
+    if jobs:
+        paths = write_batch_report(jobs, os.path.join(out, jobs[0].batch))
+        print(_table(jobs))
+        print(f"batch summary: {paths[0]}")
+
+
+# -- commands ---------------------------------------------------------------------------------------
+def cmd_submit(args) -> int:
+    from workers.records import ScheduleParams
+
+    if args.iterations < 1:
+        raise UserError("--iterations must be at least 1 (v0 is the first)")
+    settings, store = _farm(args)
+    start_params = None
+    if args.schedule:
+        try:
+            with open(args.schedule) as f:
+                start_params = ScheduleParams.from_json(f.read())
+        except (OSError, ValueError, TypeError) as e:
+            raise UserError(f"--schedule {args.schedule}: not a ScheduleParams JSON file ({e})") from None
+    batch = _new_batch(args.out)
+    job_ids, missing = [], []
+    for path in args.models:
+        if not os.path.isfile(path):
+            missing.append(path)
+            log.error("%s: no such model file; the other models go on", path)
+            continue
+        stem = os.path.splitext(os.path.basename(path))[0]
+        name = stem if f"{batch}.{stem}" not in job_ids else f"{stem}-{len(job_ids) + 1}"
+        job = JobState(job_id=f"{batch}.{name}", batch=batch, model_path=os.path.abspath(path),
+                       job_dir=os.path.abspath(os.path.join(args.out, batch, name)), chip=args.chip,
+                       max_iterations=1 if args.compile_only else args.iterations, compile_only=args.compile_only,
+                       status="queued", created=time.time(), start_params=start_params)
+        store.create_job(job)
+        job_ids.append(job.job_id)
+    log.info("batch %s: %d job(s) in %s", batch, len(job_ids), os.path.join(args.out, batch))
+    jobs = _drive(args, settings, store, job_ids) if job_ids else []
+    _finish_batch(args.out, jobs)
+    ok = all(j.status == "done" and (not j.compile_only or j.iterations[-1].compile.ok) for j in jobs)
+    return 0 if ok and not missing else 1
+
+
+def cmd_status(args) -> int:
+    _, store = _farm(args)
+    if args.job:
+        job = _find_job(store, args.job)
+        if args.json:
+            print(job.to_json(indent=2))
+            return 0
+        print(_table([job]))
+        for it in job.iterations:
+            timing = f"{it.measure.time.median_us:.1f} us" if it.measure and it.measure.time else "-"
+            print(f"  v{it.version}: {it.stage:<9} outcome {it.outcome:<8} {timing:>12}  {it.hypothesis_text.splitlines()[0]}")
+        print(f"  folder: {job.job_dir}")
+        return 0
+    jobs = store.jobs()
+    print(_table(jobs) if jobs else "no jobs yet; `orchestrator submit MODEL.py` starts one")
+    return 0
+
+
+def cmd_watch(args) -> int:
+    _, store = _farm(args)
+    try:
+        while True:
+            jobs = [_find_job(store, args.job)] if args.job else _latest_batch(store)
+            if sys.stdout.isatty():
+                print("\033[2J\033[H", end="")
+            print(time.strftime("%H:%M:%S"), f"{sum(j.status in TERMINAL for j in jobs)}/{len(jobs)} jobs finished")
+            print(_table(jobs))
+            if all(j.status in TERMINAL for j in jobs):
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_cancel(args) -> int:
+    from orchestrator.loop import cancel
+
+    _, store = _farm(args)
+    job = _find_job(store, args.job)
+    if cancel(store, job.job_id) is None:
+        print(f"{job.job_id} is already {job.status}")
+        return 1
+    print(f"{job.job_id} cancelled; its driver writes the final report (`orchestrator resume` takes it up again)")
+    return 0
+
+
+def cmd_resume(args) -> int:
+    from orchestrator.loop import reopen
+
+    settings, store = _farm(args)
+    jobs = [_find_job(store, key) for key in args.jobs]
+    for job in jobs:
+        if job.status == "cancelled":
+            reopen(store, job.job_id)
+        elif job.status in TERMINAL:
+            raise UserError(f"{job.job_id} is {job.status}; only cancelled or interrupted jobs can be resumed")
+        done = [it.version for it in job.iterations if it.stage == "complete"]
+        log.info("[%s] resuming after %s", job.job_id, f"v{done[-1]}" if done else "no complete iteration")
+    finished = _drive(args, settings, store, [j.job_id for j in jobs])
+    print(_table(finished))
+    return 0 if all(j.status == "done" for j in finished) else 1
+
+
+def cmd_report(args) -> int:
+    from orchestrator.reports import best_iteration, write_batch_report, write_job_artifacts
+
+    _, store = _farm(args)
+    jobs = [j for j in store.jobs() if j.batch == args.batch] if args.batch else _latest_batch(store)
+    if not jobs:
+        raise UserError("no jobs to report on" + (f" in batch {args.batch}" if args.batch else ""))
+    for job in jobs:
+        write_job_artifacts(job, best_iteration(job.iterations))
+    paths = write_batch_report(jobs, os.path.join(args.out, jobs[0].batch))
+    print(_table(jobs))
+    for job in jobs:
+        print(f"{job.job_id}: {os.path.join(job.job_dir, 'final_report.md')}")
+    print("batch: " + ", ".join(paths))
+    return 0
+
+
+def cmd_workers(args) -> int:
+    from orchestrator.heartbeat import is_alive
+
+    settings, store = _farm(args)
+    workers = store.workers()
+    print(f"farm: {redact(settings.broker_url)}")
+    if not workers:
+        print("no workers have announced themselves" +
+              (" (the embedded farm has workers only while submit/resume runs)" if settings.is_embedded else ""))
+        return 1
+    now = time.time()
+    print(f"{'WORKER':<36} {'QUEUES':<10} {'GPU':<6} {'PID':>8}  STATE")
+    for w in workers:
+        state = "up" if is_alive(w, now) else f"silent for {now - w.last_seen:.0f} s"
+        print(f"{w.hostname:<36} {','.join(w.queues):<10} {w.gpus or 'all':<6} {w.pid:>8}  {state}")
+    up = [w for w in workers if is_alive(w, now)]
+    print(f"{len(up)} up: {sum('compile' in w.queues for w in up)} compile, {sum('gpu' in w.queues for w in up)} gpu")
+    return 0
+
+
+def cmd_experience(args) -> int:
+    from experience import cli as experience_cli
+
+    return experience_cli.main(args.rest) or 0
+
+
+# -- parser -----------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", default=os.environ.get("MLIR_FARM_OUT", "farm-out"),
+                        help="output folder: one subfolder per batch, one per model inside (default: farm-out)")
+    common.add_argument("--broker", help="Redis URL of a farm, e.g. redis://:PASSWORD@host:6379/0 "
+                                         "(default: $MLIR_FARM_BROKER, else the embedded farm in OUT/.farm)")
+    common.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    parser = argparse.ArgumentParser(prog="orchestrator", description=__doc__, epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text, epilog=EXAMPLES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("submit", cmd_submit, "optimize models (KernelBench-format .py files), one job each, until done")
+    p.add_argument("models", nargs="+", metavar="MODEL.py")
+    p.add_argument("--iterations", type=int, default=6, help="most versions per model, v0 included (default 6)")
+    p.add_argument("--compile-only", action="store_true", help="lower and compile v0 only; exit 0 only if all compiled")
+    p.add_argument("--chip", default="sm_90a", help="target GPU architecture (default sm_90a)")
+    p.add_argument("--schedule", metavar="PARAMS.json", help="start from this ScheduleParams instead of v0's own")
+    p.add_argument("--compile-workers", type=int, default=2, help="embedded farm: compile worker processes (default 2)")
+    p.add_argument("--experience", metavar="PATH", help="experience log (default OUT/experience.jsonl)")
+
+    p = add("status", cmd_status, "list jobs, or show one job's iterations")
+    p.add_argument("job", nargs="?", help="job id or model name")
+    p.add_argument("--json", action="store_true", help="print the job's state record as JSON")
+
+    p = add("watch", cmd_watch, "live progress of the latest batch (or one job) until it finishes")
+    p.add_argument("job", nargs="?")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+
+    p = add("cancel", cmd_cancel, "cancel a job; its in-flight task finishes or is revoked, nothing more starts")
+    p.add_argument("job")
+
+    p = add("resume", cmd_resume, "continue cancelled or interrupted jobs from their last complete iteration")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.add_argument("--compile-workers", type=int, default=2, help="embedded farm: compile worker processes")
+    p.add_argument("--experience", metavar="PATH", help="experience log (default OUT/experience.jsonl)")
+
+    p = add("report", cmd_report, "write final reports, a table across models and a plot of time per iteration")
+    p.add_argument("--batch", help="batch id (default: the latest)")
+
+    add("workers", cmd_workers, "which workers, queues and GPUs are up")
+
+    p = sub.add_parser("experience", help="the experience log: recommend | export (see experience --help)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_experience, quiet=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(asctime)s %(levelname)-7s %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("celery", "kombu", "amqp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"orchestrator: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\norchestrator: interrupted; unfinished jobs can be continued with `orchestrator resume JOB`",
+              file=sys.stderr)
+        return 130
+    except Exception as e:  # the interface is a message; the traceback goes to the log at debug level
+        log.debug("unexpected error", exc_info=True)
+        print(f"orchestrator: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

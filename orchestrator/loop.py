@@ -1,0 +1,347 @@
+"""The loop driver: frontend -> (compile -> measure -> advise)* -> final artifacts, for many jobs at once.
+
+One single-threaded driver polls every job (the rule engine is not thread-safe). A job has at most one
+task in flight, so the FIFO queues interleave jobs and share the workers fairly. All progress lives in
+the state store: each step computes the next job state from the one it read and commits it only if
+the job's `rev` is unchanged (compare-and-set), so a cancel, a second driver or a crash in between
+never yields a lost or duplicated vN. Restarting a driver (`resume`) re-sends each job's in-flight
+task under its deterministic id; the task's claim makes that harmless if it already ran.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from celery.result import AsyncResult
+from kombu.exceptions import OperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
+
+from orchestrator import reports, tasks
+from orchestrator.reports import best_iteration
+from orchestrator.celery_app import app
+from orchestrator.heartbeat import is_alive
+from orchestrator.records import TERMINAL, IterationState, JobState, TaskReport
+from orchestrator.state import StateStore
+from rules.records import AdviceRequest, IterationRecord
+from workers.atomic import write_text
+from workers.records import CompileResult, MeasureResult, ScheduleParams
+
+log = logging.getLogger("orchestrator")
+
+# Errors of an unreachable broker or state store: the driver waits them out instead of failing jobs.
+TRANSIENT = (OperationalError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
+
+
+def params_summary(params: ScheduleParams) -> str:
+    lines = [f"chip {params.chip}, precision {params.precision}, fuse_elementwise {params.fuse_elementwise}"]
+    for s in params.ops:
+        extras = [n for n, on in (("vectorize", s.vectorize), ("promote_shared", s.promote_shared)) if on]
+        lines.append(f"op {s.op_index} ({s.family}): block_tile {s.block_tile}, thread_tile {s.thread_tile}, "
+                     f"reduction_tile {s.reduction_tile}, tensor_core {s.tensor_core}"
+                     + (f", {', '.join(extras)}" if extras else ""))
+    return "\n".join(lines)
+
+
+def current_task(job: JobState) -> tuple[str, str] | None:
+    """(task id, stage) of the job's in-flight task, None when it has none."""
+    if job.status in TERMINAL:
+        return None
+    if job.model is None:
+        return tasks.task_id(job.job_id, "frontend"), "frontend"
+    it = job.iterations[-1]
+    stage = {"compiling": "compile", "measuring": "measure"}.get(it.stage)
+    return (tasks.task_id(job.job_id, stage, it.version), stage) if stage else None
+
+
+def write_hypotheses(job: JobState) -> None:
+    """vN/hypothesis.txt of every version, written once (before vN is compiled), never rewritten."""
+    for it in job.iterations:
+        path = os.path.join(job.job_dir, f"v{it.version}", "hypothesis.txt")
+        if not os.path.exists(path):
+            write_text(path, it.hypothesis_text.rstrip() + "\n")
+
+
+@dataclass
+class Driver:
+    store: StateStore
+    experience: object | None = None  # experience.store.ExperienceStore
+    poll_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        self._sent: set[str] = set()
+        self._resent: dict[str, int] = {}  # task id -> claim attempt re-sent after its worker died
+        self._outage_logged = False
+
+    # -- the polling loop ------------------------------------------------------------------------
+    def run(self, job_ids: list[str]) -> list[JobState]:
+        """Drive the jobs until each is terminal and reported."""
+        pending = list(job_ids)
+        while pending:
+            still = []
+            for job_id in pending:
+                try:
+                    job = self.step(job_id)
+                    self._outage_logged = False
+                except TRANSIENT as e:
+                    if not self._outage_logged:
+                        log.warning("broker or state store unreachable (%s); waiting for it to come back", e)
+                        self._outage_logged = True
+                    still.append(job_id)
+                    continue
+                if job is not None and not (job.status in TERMINAL and job.reported):
+                    still.append(job_id)
+            pending = still
+            if pending:
+                time.sleep(self.poll_s)
+        return [j for j in (self.store.get_job(i) for i in job_ids) if j]
+
+    def step(self, job_id: str) -> JobState | None:
+        job = self.store.get_job(job_id)
+        if job is None:
+            return None
+        if job.status in TERMINAL:
+            return job if job.reported else self._finalize(job)
+        tid, stage = current_task(job)  # type: ignore[misc]
+        if tid not in self._sent:
+            self._send(job, stage, tid)
+        result = AsyncResult(tid, app=app)
+        if result.state == "SUCCESS":
+            report = TaskReport.from_json(result.result)
+            if report.cancelled:  # ran while the job was cancelled, and it has been resumed since
+                result.forget()
+                self._sent.discard(tid)
+                return job
+        elif result.state == "FAILURE":
+            report = TaskReport(tid, stage, error=f"the {stage} task failed: {type(result.result).__name__}: {result.result}")
+        else:
+            self._watch_worker(job, tid, stage)
+            return job
+        return self._advance(job, report)
+
+    def _send(self, job: JobState, stage: str, tid: str) -> None:
+        if stage == "frontend":
+            tasks.frontend_task.apply_async((job.job_id, job.model_path, job.job_dir, job.chip), task_id=tid)
+        else:
+            it = job.iterations[-1]
+            write_hypotheses(job)
+            if stage == "compile":
+                tasks.compile_task.apply_async((job.job_id, job.job_dir, it.version, it.params.to_json()), task_id=tid)
+            else:
+                tasks.measure_task.apply_async((job.job_id, job.job_dir, it.version), task_id=tid)
+        self._sent.add(tid)
+
+    def _watch_worker(self, job: JobState, tid: str, stage: str) -> None:
+        """Re-send a task whose worker stopped beating: a dead worker's message may never come back
+        (the filesystem transport has no acks; Redis gives it back only after the visibility timeout)."""
+        claim = self.store.task_claim(tid)
+        if claim is None or claim.state != "running" or self._resent.get(tid) == claim.attempts:
+            return
+        workers = {w.hostname: w for w in self.store.workers()}
+        if claim.worker in workers and is_alive(workers[claim.worker]):
+            return
+        log.warning("[%s] %s: worker %s is gone; sending the task again", job.job_id, stage, claim.worker)
+        self._resent[tid] = claim.attempts
+        self._sent.discard(tid)
+
+    # -- state transitions -------------------------------------------------------------------------
+    def _commit(self, before: JobState, after: JobState) -> JobState | None:
+        """Compare-and-set: `after` replaces the job only if nobody changed it since `before` was read."""
+        return self.store.update_job(before.job_id, lambda cur: after if cur.rev == before.rev else None)
+
+    def _advance(self, job: JobState, report: TaskReport) -> JobState:
+        new = copy.deepcopy(job)
+        apply = {"frontend": self._after_frontend, "compile": self._after_compile, "measure": self._after_measure}
+        apply[report.stage](new, report)
+        committed = self._commit(job, new)
+        if committed is None:
+            return self.store.get_job(job.job_id)  # type: ignore[return-value]
+        self._announce(job, committed, report)
+        if committed.status == "iterating":
+            write_hypotheses(committed)
+        return committed
+
+    def _after_frontend(self, job: JobState, report: TaskReport) -> None:
+        job.env, job.frontend_worker, job.frontend_seconds = report.env, report.worker, report.seconds
+        if report.error or report.model is None:
+            job.status, job.error = "failed", report.error or "the frontend returned no model"
+            job.stop_reason = "the model could not be lowered"
+            return
+        job.model, job.status = report.model, "iterating"
+        params = job.start_params or report.params
+        origin = "user-given schedule (submit --schedule)" if job.start_params else "initial operator-aware schedule"
+        job.iterations.append(IterationState(0, "compiling", params, f"{origin}\n{params_summary(params)}",
+                                             started=time.time()))
+
+    def _after_compile(self, job: JobState, report: TaskReport) -> None:
+        it = job.iterations[-1]
+        it.compile = report.compile or CompileResult(it.version, False, "task", error=report.error)
+        it.compile_worker, it.compile_task_seconds = report.worker, report.seconds
+        if not it.compile.ok:
+            it.error = report.error
+            self._complete(job, it, "failure", None)
+        elif job.compile_only:
+            self._complete(job, it, "n/a", None)
+        else:
+            it.stage = "measuring"
+
+    def _after_measure(self, job: JobState, report: TaskReport) -> None:
+        from rules import classify_outcome
+
+        it = job.iterations[-1]
+        it.measure = report.measure or MeasureResult(it.version, "error", error=report.error)
+        it.measure_worker, it.measure_task_seconds = report.worker, report.seconds
+        job.measure_impl = report.measure_impl or job.measure_impl
+        it.error = report.error
+        best = best_iteration(job.iterations[:-1])
+        outcome, speedup = classify_outcome(best.measure if best else None, it.measure)
+        self._complete(job, it, outcome, speedup)
+
+    def _complete(self, job: JobState, it: IterationState, outcome: str, speedup: float | None) -> None:
+        """vN is complete: record its outcome, then stop the job or start v{N+1} (one commit)."""
+        it.stage, it.outcome, it.speedup_vs_best, it.finished = "complete", outcome, speedup, time.time()
+        if it.hypothesis and outcome in ("failure", "neutral") and not it.error:
+            job.rejected.append(it.hypothesis)  # infrastructure failures may be retried
+        best = best_iteration(job.iterations)
+        job.best_version = best.version if best else None
+        reason = self._stop_reason(job, it)
+        if reason is not None:
+            job.status, job.stop_reason = ("failed" if it.version == 0 and not it.compile.ok else "done"), reason
+            return
+        self._next_iteration(job)
+
+    def _stop_reason(self, job: JobState, it: IterationState) -> str | None:
+        if job.compile_only:
+            return "compile-only run"
+        if it.version == 0 and not it.compile.ok:
+            return f"v0 did not compile ({it.compile.stage}): {it.compile.error or it.error}"
+        if it.measure is not None and it.measure.status == "skipped":
+            return f"measurement skipped: {it.measure.error or 'no reason given'}"
+        if len(job.iterations) >= job.max_iterations:
+            return f"reached the iteration limit ({job.max_iterations})"
+        return None
+
+    def _next_iteration(self, job: JobState) -> None:
+        from rules import advise, hypothesis_text
+        from workers.compile import ScheduleError, apply_edit
+
+        while True:
+            best = best_iteration(job.iterations)
+            current = (best or job.iterations[0]).params
+            request = AdviceRequest(model=job.model, current=current, history=[_history(i) for i in job.iterations],
+                                    max_iterations=job.max_iterations, rejected=list(job.rejected))
+            decision = advise(request, self.experience)
+            job.last_decision = decision
+            if decision.action != "continue" or decision.hypothesis is None:
+                job.status, job.stop_reason = "done", decision.stop_reason or "the advisor stopped"
+                return
+            version = len(job.iterations)
+            it = IterationState(version, "compiling", current, hypothesis_text(decision, request),
+                                hypothesis=decision.hypothesis, evidence=decision.evidence, started=time.time())
+            job.iterations.append(it)
+            try:
+                it.params = apply_edit(current, decision.hypothesis.edit)
+                return
+            except ScheduleError as e:  # the edit itself is invalid: vN fails without compiling
+                it.compile = CompileResult(version, False, "schedule", error=f"schedule edit rejected: {e}")
+                it.stage, it.outcome, it.finished = "complete", "failure", time.time()
+                job.rejected.append(decision.hypothesis)
+                reason = self._stop_reason(job, it)
+                if reason is not None:
+                    job.status, job.stop_reason = "done", reason
+                    return
+
+    # -- side effects after a commit -------------------------------------------------------------
+    def _announce(self, before: JobState, after: JobState, report: TaskReport) -> None:
+        name = after.job_id
+        if report.stage == "frontend":
+            if after.model is None:
+                log.error("[%s] frontend failed: %s", name, after.error)
+            else:
+                log.info("[%s] lowered %s in %.1f s on %s (%d linalg ops)", name, os.path.basename(after.model_path),
+                         report.seconds, report.worker, len(after.model.ops))
+        else:
+            it = next(i for i in after.iterations if i.version == before.iterations[-1].version)
+            if report.stage == "compile":
+                c = it.compile
+                if c.ok:
+                    log.info("[%s] v%d compiled in %.1f s on %s (%d kernels)", name, it.version,
+                             c.compile_seconds, report.worker, c.kernel_count)
+                else:
+                    log.warning("[%s] v%d did not compile (%s): %s", name, it.version, c.stage, c.error[:300])
+            else:
+                m = it.measure
+                timing = f"{m.time.median_us:.1f} us" if m.time else "no timing"
+                log.info("[%s] v%d measured on %s: %s, %s, outcome %s", name, it.version, report.worker, m.status,
+                         timing, it.outcome)
+                self._record_experience(after, it)
+            for new in after.iterations[len(before.iterations):]:
+                log.info("[%s] v%d hypothesis: %s", name, new.version, new.hypothesis_text.splitlines()[0])
+        if after.status in TERMINAL:
+            log.info("[%s] %s: %s", name, after.status, after.stop_reason)
+
+    def _record_experience(self, job: JobState, it: IterationState) -> None:
+        if self.experience is None or it.hypothesis is None:
+            return
+        from experience.store import outcome_of
+
+        before = next((i for i in job.iterations if i.version < it.version and i.measure and i.measure.correct), None)
+        try:
+            self.experience.record(outcome_of(job.model, before, it))
+        except Exception as e:  # the log is advisory; a failure to write it must not stop the job
+            log.warning("[%s] could not record v%d in the experience log: %s", job.job_id, it.version, e)
+
+    def _finalize(self, job: JobState) -> JobState:
+        reports.write_job_artifacts(job, best_iteration(job.iterations))
+        done = self.store.update_job(job.job_id, lambda cur: _mark_reported(cur) if cur.rev == job.rev else None)
+        if done is not None:
+            log.info("[%s] final report: %s", job.job_id, os.path.join(job.job_dir, "final_report.md"))
+        return done or self.store.get_job(job.job_id)  # type: ignore[return-value]
+
+
+def _mark_reported(job: JobState) -> JobState:
+    job.reported = True
+    return job
+
+
+def _history(it: IterationState) -> IterationRecord:
+    return IterationRecord(
+        version=it.version, params=it.params,
+        compile=it.compile or CompileResult(it.version, False, "schedule", error="not compiled"),
+        measure=it.measure or MeasureResult(it.version, "skipped", error="not measured"),
+        hypothesis=it.hypothesis, outcome=it.outcome, speedup_vs_best=it.speedup_vs_best)
+
+
+# -- operations on jobs from other processes (CLI) --------------------------------------------------
+def cancel(store: StateStore, job_id: str) -> JobState | None:
+    """Mark the job cancelled (its driver writes the final report) and revoke its queued task."""
+    before = store.get_job(job_id)
+
+    def change(job: JobState) -> JobState | None:
+        if job.status in TERMINAL:
+            return None
+        job.status, job.stop_reason, job.reported = "cancelled", "cancelled by the user", False
+        return job
+
+    after = store.update_job(job_id, change)
+    task = current_task(before) if before else None
+    if after is not None and task is not None:
+        try:
+            app.control.revoke(task[0])
+        except Exception as e:  # revoking is an optimisation: the task itself checks for cancellation
+            log.debug("revoke %s: %s", task[0], e)
+    return after
+
+
+def reopen(store: StateStore, job_id: str) -> JobState | None:
+    """Make a cancelled job active again, to be driven from its last complete iteration."""
+    def change(job: JobState) -> JobState | None:
+        if job.status != "cancelled":
+            return None
+        job.status = "iterating" if job.model else "queued"
+        job.stop_reason, job.reported = "", False
+        return job
+
+    return store.update_job(job_id, change)

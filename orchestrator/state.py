@@ -1,0 +1,192 @@
+"""Job, task and worker state, changed only by compare-and-set.
+
+Celery delivers a task at least once, and a resumed driver may race the one it replaces, so every
+change is a read-modify-write that commits only if nobody changed the record in between: WATCH/MULTI
+on Redis, an flock on the file store. Both stores share the typed API of `StateStore`.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import urllib.parse
+from abc import ABC, abstractmethod
+from typing import Callable
+
+from orchestrator.records import JobState, TaskClaim, TaskReport, WorkerInfo
+from workers.atomic import write_text
+
+JOBS, TASKS, WORKERS = "job", "task", "worker"
+
+
+class StateStore(ABC):
+    # -- primitives each backend provides ------------------------------------------------------
+    @abstractmethod
+    def _get(self, kind: str, key: str) -> str | None: ...
+
+    @abstractmethod
+    def _cas(self, kind: str, key: str, change: Callable[[str | None], str | None]) -> str | None:
+        """Atomically replace the value by change(old) unless that returns None; returns what was committed."""
+
+    @abstractmethod
+    def _keys(self, kind: str) -> list[str]: ...
+
+    @abstractmethod
+    def _delete(self, kind: str, key: str) -> None: ...
+
+    # -- jobs ----------------------------------------------------------------------------------
+    def create_job(self, job: JobState) -> bool:
+        return self._cas(JOBS, job.job_id, lambda old: job.to_json() if old is None else None) is not None
+
+    def get_job(self, job_id: str) -> JobState | None:
+        text = self._get(JOBS, job_id)
+        return JobState.from_json(text) if text else None
+
+    def update_job(self, job_id: str, change: Callable[[JobState], JobState | None]) -> JobState | None:
+        """Replace the job by change(current) unless that is None; returns the committed job or None."""
+        def step(old: str | None) -> str | None:
+            job = change(JobState.from_json(old)) if old else None
+            if job is None:
+                return None
+            job.rev += 1
+            job.updated = time.time()
+            return job.to_json()
+
+        text = self._cas(JOBS, job_id, step)
+        return JobState.from_json(text) if text else None
+
+    def jobs(self) -> list[JobState]:
+        found = (self.get_job(k) for k in self._keys(JOBS))
+        return sorted((j for j in found if j), key=lambda j: (j.created, j.job_id))
+
+    # -- task runs (what makes redelivered tasks idempotent) ------------------------------------
+    def claim_task(self, task_id: str, worker: str) -> TaskClaim:
+        """Count one more attempt of `task_id` on `worker`, unless it is done already."""
+        def step(old: str | None) -> str | None:
+            claim = TaskClaim.from_json(old) if old else TaskClaim(task_id, "running", worker, 0)
+            if claim.state == "done":
+                return None
+            claim.worker, claim.attempts = worker, claim.attempts + 1
+            return claim.to_json()
+
+        self._cas(TASKS, task_id, step)
+        return self.task_claim(task_id)  # type: ignore[return-value]
+
+    def finish_task(self, task_id: str, report: TaskReport) -> TaskReport:
+        """Record the first finished report; a later duplicate gets the recorded one back."""
+        def step(old: str | None) -> str | None:
+            claim = TaskClaim.from_json(old) if old else TaskClaim(task_id, "running", report.worker, 1)
+            if claim.state == "done":
+                return None
+            claim.state, claim.report = "done", report
+            return claim.to_json()
+
+        self._cas(TASKS, task_id, step)
+        return self.task_claim(task_id).report  # type: ignore[union-attr,return-value]
+
+    def task_claim(self, task_id: str) -> TaskClaim | None:
+        text = self._get(TASKS, task_id)
+        return TaskClaim.from_json(text) if text else None
+
+    # -- workers -------------------------------------------------------------------------------
+    def heartbeat(self, info: WorkerInfo) -> None:
+        self._cas(WORKERS, info.hostname, lambda old: info.to_json())
+
+    def drop_worker(self, hostname: str) -> None:
+        self._delete(WORKERS, hostname)
+
+    def workers(self) -> list[WorkerInfo]:
+        found = (self._get(WORKERS, k) for k in self._keys(WORKERS))
+        return sorted((WorkerInfo.from_json(t) for t in found if t), key=lambda w: w.hostname)
+
+
+class RedisStateStore(StateStore):
+    PREFIX = "mlir-farm:"
+
+    def __init__(self, url: str):
+        import redis
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+
+        # ride out a Redis restart (~30 s) instead of failing the task or the driver's tick
+        self._redis = redis.Redis.from_url(
+            url, decode_responses=True, retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), 20),
+            retry_on_error=[redis.ConnectionError, redis.TimeoutError], socket_connect_timeout=2)
+        self._watch_error = redis.WatchError
+
+    def _key(self, kind: str, key: str) -> str:
+        return f"{self.PREFIX}{kind}:{key}"
+
+    def _get(self, kind: str, key: str) -> str | None:
+        return self._redis.get(self._key(kind, key))
+
+    def _cas(self, kind: str, key: str, change: Callable[[str | None], str | None]) -> str | None:
+        name = self._key(kind, key)
+        with self._redis.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(name)
+                    new = change(pipe.get(name))
+                    if new is None:
+                        pipe.unwatch()
+                        return None
+                    pipe.multi()
+                    pipe.set(name, new)
+                    pipe.execute()
+                    return new
+                except self._watch_error:
+                    continue  # somebody else committed first: re-read and decide again
+
+    def _keys(self, kind: str) -> list[str]:
+        start = len(self._key(kind, ""))
+        return [k[start:] for k in self._redis.scan_iter(match=self._key(kind, "*"), count=500)]
+
+    def _delete(self, kind: str, key: str) -> None:
+        self._redis.delete(self._key(kind, key))
+
+
+class FileStateStore(StateStore):
+    """One JSON file per record; an flock per record serializes the read-modify-write."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def _path(self, kind: str, key: str, ext: str = ".json") -> str:
+        return os.path.join(self.root, kind, urllib.parse.quote(key, safe="") + ext)
+
+    def _get(self, kind: str, key: str) -> str | None:
+        try:
+            with open(self._path(kind, key)) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def _cas(self, kind: str, key: str, change: Callable[[str | None], str | None]) -> str | None:
+        os.makedirs(os.path.join(self.root, kind), exist_ok=True)
+        with open(self._path(kind, key, ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            new = change(self._get(kind, key))
+            if new is not None:
+                write_text(self._path(kind, key), new)
+            return new
+
+    def _keys(self, kind: str) -> list[str]:
+        folder = os.path.join(self.root, kind)
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        # skip write_text's temp files (".tmp-...<name>.json") caught between write and rename
+        return [urllib.parse.unquote(n[:-5]) for n in names if n.endswith(".json") and not n.startswith(".tmp-")]
+
+    def _delete(self, kind: str, key: str) -> None:
+        for ext in (".json", ".lock"):
+            try:
+                os.unlink(self._path(kind, key, ext))
+            except FileNotFoundError:
+                pass
+
+
+def open_store(url: str) -> StateStore:
+    if url.startswith("file://"):
+        return FileStateStore(url[len("file://"):])
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return RedisStateStore(url)
+    raise ValueError(f"state store URL {url!r}: expected redis://, rediss://, unix:// or file://")

@@ -1,0 +1,116 @@
+"""Stage tasks: thin wrappers over the stage functions, taking and returning record JSON.
+
+Every task is idempotent: its id is deterministic (`task_id`), its run is claimed in the state store,
+and a redelivered copy of a finished task returns the recorded report without touching the job
+folder. Stage failures come back as a report with `error`; only a hard time limit or a worker that
+died too often leaves a Celery failure, which the driver records.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+import time
+from typing import Callable
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from orchestrator import envfacts
+from orchestrator.celery_app import RETRIES_ON_WORKER_LOST, TIME_LIMITS, app
+from orchestrator.records import TaskReport
+from orchestrator.settings import FarmSettings
+from orchestrator.state import StateStore, open_store
+from workers.records import ScheduleParams
+
+log = logging.getLogger(__name__)
+
+# "module:attribute.path" of a callable with measure_iteration's signature, replacing the real GPU
+# measurement. Only test doubles set it (tests/test_orchestrator_doubles.py: FakeGpuMeasure); the
+# reports name what measured.
+MEASURE_ENV = "MLIR_FARM_MEASURE"
+REAL_MEASURE = "workers.measure:measure_iteration"
+
+
+def measure_impl() -> str:
+    return os.environ.get(MEASURE_ENV, REAL_MEASURE)
+
+
+def task_id(job_id: str, stage: str, version: int | None = None) -> str:
+    return f"{job_id}:{stage}" if version is None else f"{job_id}:v{version}:{stage}"
+
+
+@functools.lru_cache(maxsize=1)
+def _store() -> StateStore:
+    settings = FarmSettings.from_env()
+    if settings is None:
+        raise RuntimeError("worker started without $MLIR_FARM_BROKER: it cannot find the state store")
+    return open_store(settings.state_url)
+
+
+def _run_stage(task, stage: str, job_id: str, work: Callable[[TaskReport], None]) -> str:
+    store, tid, worker = _store(), task.request.id, task.request.hostname or "unknown"
+    job = store.get_job(job_id)
+    if job is not None and job.status == "cancelled":
+        log.info("%s: job %s is cancelled, not running it", tid, job_id)
+        return TaskReport(tid, stage, worker=worker, cancelled=True).to_json()
+    claim = store.claim_task(tid, worker)
+    if claim.report is not None:
+        log.info("%s: already done on %s; returning that result", tid, claim.report.worker)
+        return claim.report.to_json()
+    report = TaskReport(tid, stage, worker=worker, attempt=claim.attempts)
+    started = time.perf_counter()
+    try:
+        work(report)
+    except SoftTimeLimitExceeded:
+        report.error = f"the {stage} stage ran past its soft time limit of {TIME_LIMITS[stage][0]} s on {worker}"
+    except Exception as e:  # a stage bug must become a recorded error, not a lost job
+        log.exception("%s failed", tid)
+        report.error = f"the {stage} stage failed on {worker}: {type(e).__name__}: {e}"
+    report.seconds = round(time.perf_counter() - started, 3)
+    return store.finish_task(tid, report).to_json()
+
+
+def _stage_task(stage: str):
+    soft, hard = TIME_LIMITS[stage]
+    return app.task(name=f"orchestrator.{stage}", bind=True, soft_time_limit=soft, time_limit=hard,
+                    max_retries=RETRIES_ON_WORKER_LOST, default_retry_delay=1)
+
+
+@_stage_task("frontend")
+def frontend_task(self, job_id: str, model_path: str, job_dir: str, chip: str) -> str:
+    def work(report: TaskReport) -> None:
+        from workers.compile import initial_params
+        from workers.frontend import FrontendError, lower_model
+
+        report.env = envfacts.gather(report.worker)
+        try:
+            report.model = lower_model(model_path, job_dir)
+        except FrontendError as e:
+            report.error = str(e)
+            return
+        report.params = initial_params(job_dir, chip)
+
+    return _run_stage(self, "frontend", job_id, work)
+
+
+@_stage_task("compile")
+def compile_task(self, job_id: str, job_dir: str, version: int, params_json: str) -> str:
+    def work(report: TaskReport) -> None:
+        from workers.compile import compile_iteration
+
+        report.compile = compile_iteration(job_dir, version, ScheduleParams.from_json(params_json))
+
+    return _run_stage(self, "compile", job_id, work)
+
+
+@_stage_task("measure")
+def measure_task(self, job_id: str, job_dir: str, version: int) -> str:
+    def work(report: TaskReport) -> None:
+        report.measure_impl = measure_impl()
+        module, name = report.measure_impl.split(":")
+        measure_iteration = functools.reduce(getattr, name.split("."), importlib.import_module(module))
+        # leave the stage a minute inside the soft limit to record its own timeout
+        report.measure = measure_iteration(job_dir, version, profile=True, timeout_s=TIME_LIMITS["measure"][0] - 60)
+
+    return _run_stage(self, "measure", job_id, work)
