@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what a GPU node with no package access needs to run the whole farm, for a node whose
-# python3 already has torch, numpy and CUDA's Python bindings (as the H200 image does):
+# python3 already has torch, numpy, pandas, matplotlib, click and CUDA's Python bindings (the H200 image):
 #   - a site folder for that Python: the MLIR bindings with NVPTX (numba-cuda-mlir, slimmed to what
-#     the compile stage loads), celery[redis], durable-rules, pandas, matplotlib;
+#     the compile stage loads), celery[redis] and durable-rules;
 #   - a redis-server binary and the shared libraries it needs beyond glibc.
 # The result is one .tar.xz (about 45 MB) small enough to travel with the working tree.
 #
@@ -25,10 +25,12 @@ done
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 echo "== site packages for $("$PYTHON" --version)"
-"$PYTHON" -m pip install -q --target "$STAGE/site" numba-cuda-mlir==0.6.0 "celery[redis]==5.7.0" \
-    durable-rules==2.0.28 pandas matplotlib
-# the node's own torch/numpy/cuda-bindings must win; the MLIR bindings need only _mlir's core libs
-rm -rf "$STAGE"/site/{numpy,numpy.libs,numpy-*,cuda_bindings-*,bin} "$STAGE"/site/numba_cuda_mlir/lib
+# only what the node lacks: its own torch, numpy, pandas, matplotlib, click and CUDA bindings stay
+"$PYTHON" -m pip install -q --no-deps --target "$STAGE/site" numba-cuda-mlir==0.6.0 "celery[redis]==5.7.0" \
+    kombu amqp vine billiard redis tzlocal tzdata click-didyoumean click-plugins click-repl prompt_toolkit \
+    wcwidth durable-rules==2.0.28
+rm -rf "$STAGE"/site/bin "$STAGE"/site/numba_cuda_mlir/lib
+# the compile stage loads only these of the bindings' extension modules
 find "$STAGE/site/numba_cuda_mlir/_mlir/_mlir_libs" -name '_mlir*.so' \
     ! -name '_mlir.cpython*' ! -name '_mlirDialectsGPU*' ! -name '_mlirDialectsTransform*' \
     ! -name '_mlirRegisterEverything*' ! -name '_mlirTransformInterpreter*' ! -name '_mlirDialectsLinalg*' \
