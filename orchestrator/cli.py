@@ -60,16 +60,17 @@ def _latest_batch(store) -> list[JobState]:
     return [j for j in jobs if j.batch == batch]
 
 
-def _new_batch(out: str) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(1, 1000):
-        batch = stamp if n == 1 else f"{stamp}-{n}"
-        try:
-            os.makedirs(os.path.join(out, batch))
-            return batch
-        except FileExistsError:
-            continue
-    raise UserError(f"cannot create a batch folder under {out}")
+def _new_batch() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+
+
+def _job_dir(out: str, name: str) -> str | None:
+    """OUT/<model name>, the output contract's place for the job; None if an earlier job's iterations
+    are there (never overwritten). A folder holding only a lowered model is taken as the job's start."""
+    job_dir = os.path.abspath(os.path.join(out, name))
+    taken = os.path.isdir(job_dir) and any(entry.startswith("v") and entry[1:].isdigit()
+                                           for entry in os.listdir(job_dir))
+    return None if taken else job_dir
 
 
 def _stage_of(job: JobState) -> str:
@@ -127,7 +128,7 @@ def _finish_batch(out: str, jobs: list[JobState]) -> None:
     from orchestrator.reports import write_batch_report
 
     if jobs:
-        paths = write_batch_report(jobs, os.path.join(out, jobs[0].batch))
+        paths = write_batch_report(jobs, out)
         print(_table(jobs))
         print(f"batch summary: {paths[0]}")
 
@@ -146,22 +147,27 @@ def cmd_submit(args) -> int:
                 start_params = ScheduleParams.from_json(f.read())
         except (OSError, ValueError, TypeError) as e:
             raise UserError(f"--schedule {args.schedule}: not a ScheduleParams JSON file ({e})") from None
-    batch = _new_batch(args.out)
+    batch = _new_batch()
     job_ids, missing = [], []
     for path in args.models:
+        name = os.path.splitext(os.path.basename(path))[0]
         if not os.path.isfile(path):
             missing.append(path)
             log.error("%s: no such model file; the other models go on", path)
             continue
-        stem = os.path.splitext(os.path.basename(path))[0]
-        name = stem if f"{batch}.{stem}" not in job_ids else f"{stem}-{len(job_ids) + 1}"
+        job_dir = _job_dir(args.out, name)
+        if job_dir is None or f"{batch}.{name}" in job_ids:
+            missing.append(path)
+            log.error("%s: %s already holds a job of that name; resume it (orchestrator resume) or submit "
+                      "with another --out; the other models go on", path, os.path.join(args.out, name))
+            continue
         job = JobState(job_id=f"{batch}.{name}", batch=batch, model_path=os.path.abspath(path),
-                       job_dir=os.path.abspath(os.path.join(args.out, batch, name)), chip=args.chip,
+                       job_dir=job_dir, chip=args.chip,
                        max_iterations=1 if args.compile_only else args.iterations, compile_only=args.compile_only,
                        status="queued", created=time.time(), start_params=start_params)
         store.create_job(job)
         job_ids.append(job.job_id)
-    log.info("batch %s: %d job(s) in %s", batch, len(job_ids), os.path.join(args.out, batch))
+    log.info("batch %s: %d job(s) in %s", batch, len(job_ids), args.out)
     jobs = _drive(args, settings, store, job_ids) if job_ids else []
     _finish_batch(args.out, jobs)
     ok = all(j.status == "done" and (not j.compile_only or j.iterations[-1].compile.ok) for j in jobs)
@@ -240,7 +246,7 @@ def cmd_report(args) -> int:
         raise UserError("no jobs to report on" + (f" in batch {args.batch}" if args.batch else ""))
     for job in jobs:
         write_job_artifacts(job, best_iteration(job.iterations))
-    paths = write_batch_report(jobs, os.path.join(args.out, jobs[0].batch))
+    paths = write_batch_report(jobs, args.out)
     print(_table(jobs))
     for job in jobs:
         print(f"{job.job_id}: {os.path.join(job.job_dir, 'final_report.md')}")
@@ -278,7 +284,7 @@ def cmd_experience(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out", default=os.environ.get("MLIR_FARM_OUT", "farm-out"),
-                        help="output folder: one subfolder per batch, one per model inside (default: farm-out)")
+                        help="output folder: one job folder per model, OUT/<model name> (default: farm-out)")
     common.add_argument("--broker", help="Redis URL of a farm, e.g. redis://:PASSWORD@host:6379/0 "
                                          "(default: $MLIR_FARM_BROKER, else the embedded farm in OUT/.farm)")
     common.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")

@@ -118,6 +118,16 @@ def test_precision_mode_follows_the_model_dtype(compiled):
     assert (f16.precision, f16.atol) == ("f16", 1e-2) and (f32.precision, f32.atol) == ("fp32", 1e-4)
 
 
+def test_frontend_lowers_a_model_once_per_job(compiled, tmp_path):
+    model, job, _ = compiled["softmax"]
+    linalg = job / "model_linalg.mlir"
+    before = linalg.stat().st_mtime_ns
+    assert lower_model(str(model), str(job)).name == "softmax" and linalg.stat().st_mtime_ns == before
+    changed = tmp_path / "softmax.py"
+    changed.write_text(model.read_text().replace("dim=-1", "dim=0"))
+    assert lower_model(str(changed), str(job)).name == "softmax" and linalg.stat().st_mtime_ns != before
+
+
 def test_compile_is_idempotent(compiled):
     _, job, result = compiled["softmax"]
     ptx = job / "v0" / "kernels.ptx"

@@ -168,10 +168,13 @@ def test_embedded_farm_compile_only(tmp_path):
                            str(MODELS / "rowsum.py"), "--compile-only", "--out", str(tmp_path / "out")],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    batch = next(p for p in (tmp_path / "out").iterdir() if not p.name.startswith("."))
-    for model in ("matmul64", "rowsum"):
-        assert (batch / model / "v0" / "kernels.ptx").is_file()
-        assert "compile-only run" in (batch / model / "final_report.md").read_text()
+    out = tmp_path / "out"
+    for model in ("matmul64", "rowsum"):  # OUT/<model name>, as the output contract says
+        assert (out / model / "v0" / "kernels.ptx").is_file()
+        assert "compile-only run" in (out / model / "final_report.md").read_text()
+    again = subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", str(MODELS / "matmul64.py"),
+                            "--compile-only", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1 and "already holds a job" in again.stderr, "an earlier job is never overwritten"
     status = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", "--out", str(tmp_path / "out")],
                             env=env, capture_output=True, text=True)
     assert status.returncode == 0 and "matmul64" in status.stdout and "done" in status.stdout

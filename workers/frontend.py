@@ -96,9 +96,23 @@ def _stderr_to(file):
         os.close(saved)
 
 
+def lowered_before(path: Path, job_dir: str, seed: int) -> ModelInfo | None:
+    """The job's recorded lowering, if it was made from this very source with this seed: the model is
+    lowered once per job, and a re-delivered or resumed frontend task reuses it."""
+    info_path, copy_path = os.path.join(job_dir, MODEL_INFO_FILE), os.path.join(job_dir, MODEL_FILE)
+    if not (os.path.exists(info_path) and os.path.exists(copy_path) and os.path.exists(os.path.join(job_dir, LINALG_FILE))):
+        return None
+    with open(info_path) as f:
+        info = ModelInfo.from_json(f.read())
+    same_source = Path(copy_path).read_text() == path.read_text()
+    return info if same_source and info.seed == seed else None
+
+
 def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
     """Write job_dir/{model_linalg.mlir, model_info.json, model.py}; return the ModelInfo."""
     path = Path(model_path).resolve()
+    if path.is_file() and (done := lowered_before(path, job_dir, seed)):
+        return done
     try:
         model, inputs = load_model(str(path), seed)
     except ModelLoadError as e:
