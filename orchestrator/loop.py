@@ -27,6 +27,7 @@ from orchestrator.records import TERMINAL, IterationState, JobState, TaskReport
 from orchestrator.state import StateStore
 from rules.records import AdviceRequest, IterationRecord
 from workers.atomic import write_text
+from workers.measure.report import write_skipped
 from workers.records import CompileResult, MeasureResult, ScheduleParams
 
 log = logging.getLogger("orchestrator")
@@ -181,8 +182,11 @@ class Driver:
         it.compile_worker, it.compile_task_seconds = report.worker, report.seconds
         if not it.compile.ok:
             it.error = report.error
+            write_skipped(job.job_dir, it.version, f"v{it.version} did not compile ({it.compile.stage}: "
+                                                    f"{(it.compile.error or report.error)[:300]})")
             self._complete(job, it, "failure", None)
         elif job.compile_only:
+            write_skipped(job.job_dir, it.version, "compile-only run (submit --compile-only)")
             self._complete(job, it, "n/a", None)
         else:
             it.stage = "measuring"

@@ -172,6 +172,8 @@ def test_embedded_farm_compile_only(tmp_path):
     for model in ("matmul64", "rowsum"):  # OUT/<model name>, as the output contract says
         assert (out / model / "v0" / "kernels.ptx").is_file()
         assert "compile-only run" in (out / model / "final_report.md").read_text()
+        for name in ("benchmark.md", "ncu_summary.md", "ncu_details.md"):  # skipped steps say why
+            assert "not measured: compile-only run" in (out / model / "v0" / name).read_text()
     again = subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", str(MODELS / "matmul64.py"),
                             "--compile-only", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 1 and "already holds a job" in again.stderr, "an earlier job is never overwritten"

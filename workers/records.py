@@ -191,11 +191,12 @@ class KernelMetrics(JsonRecord):
     waves_per_sm: float
     issue_slot_util_pct: float | None = None
     tensor_pipe_util_pct: float | None = None
-    stall_long_scoreboard_pct: float | None = None
-    stall_short_scoreboard_pct: float | None = None
-    stall_barrier_pct: float | None = None
-    stall_mio_throttle_pct: float | None = None
-    stall_no_instruction_pct: float | None = None
+    # stall_*: NCU's average number of warps stalled for that reason per issue-active cycle
+    stall_long_scoreboard: float | None = None
+    stall_short_scoreboard: float | None = None
+    stall_barrier: float | None = None
+    stall_mio_throttle: float | None = None
+    stall_no_instruction: float | None = None
     l1_hit_rate_pct: float | None = None
     l2_hit_rate_pct: float | None = None
     sectors_per_request: float | None = None

@@ -1,0 +1,102 @@
+"""Measure stage: run an iteration's PTX on one GPU, check it against PyTorch, time it, profile it.
+
+Public API: `measure_iteration`. The GPU work happens in child processes (gpu_run, and ncu around
+it): no CUDA context is ever created in the calling process (a Celery worker forks after import),
+and a kernel that corrupts its context or hangs takes only its child down.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+from workers.layout import COMPILE_RESULT_FILE, version_dir
+from workers.measure import ncu, report
+from workers.measure.process import run_in_group
+from workers.measure.gpu_run import RunOutcome
+from workers.measure.launch import ConfigError, check_config, pathological_launches
+from workers.records import LaunchConfig, MeasureResult
+
+GPU_EXTRA_HINT = ("install the gpu extra on a node with the CUDA toolkit headers and libcuda "
+                  "(deploy/README.md, 'GPU node: pycuda and the measure worker')")
+
+
+def gpu_unavailable() -> str | None:
+    """Why this node cannot measure, or None. Looks without creating a CUDA context."""
+    if importlib.util.find_spec("pycuda") is None:
+        return f"pycuda is not installed: {GPU_EXTRA_HINT}"
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed: the reference model runs in PyTorch on the same GPU"
+    if not any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0")) and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return "no NVIDIA GPU on this node (no /dev/nvidia0)"
+    return None
+
+
+def _compiled(job_dir: str, version: int) -> str | None:
+    path = os.path.join(version_dir(job_dir, version), COMPILE_RESULT_FILE)
+    if not os.path.exists(path):
+        return f"v{version} was not compiled"
+    with open(path) as f:
+        result = json.load(f)
+    return None if result["ok"] else f"v{version} failed to compile at stage {result['stage']}"
+
+
+def _skipped(job_dir: str, version: int, status: str, reason: str) -> MeasureResult:
+    report.write_skipped(job_dir, version, reason)
+    return MeasureResult(version=version, status=status, error=reason)
+
+
+def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_s: float = 600) -> MeasureResult:
+    """Write v{version}/{benchmark.md, ncu_summary.md, ncu_details.md} and return the result."""
+    reason = _compiled(job_dir, version) or gpu_unavailable()
+    if reason:
+        return _skipped(job_dir, version, "skipped", reason)
+    with open(os.path.join(version_dir(job_dir, version), "config.json")) as f:
+        config = LaunchConfig.from_json(f.read())
+    try:
+        check_config(config)
+    except ConfigError as e:
+        return _skipped(job_dir, version, "error", f"config.json: {e}")
+    bad = pathological_launches(config)
+    if bad:
+        return _skipped(job_dir, version, "pathological_launch",
+                        f"block size 1 with a huge grid ({'; '.join(bad)}): repair the launch shape first")
+
+    outcome = _run_child(job_dir, version, timeout_s)
+    result = MeasureResult(version=version, status=outcome.status, error=outcome.error, device=outcome.device,
+                           atol=config.atol, rtol=config.rtol, time=outcome.time)
+    if outcome.outputs:
+        result.correct = all(o.passed for o in outcome.outputs)
+        result.max_abs_err = max(o.max_abs_err for o in outcome.outputs)
+        result.max_rel_err = max(o.max_rel_err for o in outcome.outputs)
+    if outcome.reference:
+        result.eager, result.compiled = outcome.reference.eager, outcome.reference.compiled
+    report.write_benchmark(job_dir, result, outcome.reference.compiled_error if outcome.reference else "")
+    if result.status != "ok":
+        report.write_ncu_skipped(job_dir, version, f"the iteration's status is {result.status}")
+    elif not profile:
+        report.write_ncu_skipped(job_dir, version, "profiling was not asked for")
+    else:
+        try:
+            prof = ncu.profile(job_dir, version, [l.kernel for l in config.launches], timeout_s)
+            result.kernels = prof.kernels
+            report.write_ncu(job_dir, version, prof.kernels, prof.csv, prof.dropped_metrics)
+        except (ncu.NcuError, TimeoutError, ValueError) as e:
+            report.write_ncu_skipped(job_dir, version, str(e))
+    return result
+
+
+def _run_child(job_dir: str, version: int, timeout_s: float) -> RunOutcome:
+    result_path = os.path.join(version_dir(job_dir, version), ".gpu_run.json")
+    if os.path.exists(result_path):
+        os.unlink(result_path)
+    try:
+        output = run_in_group([sys.executable, "-m", "workers.measure.gpu_run", job_dir, str(version),
+                                   result_path], timeout_s)
+    except TimeoutError as e:
+        return RunOutcome(status="timeout", error=str(e))
+    if not os.path.exists(result_path):  # the child died before it could say why (a crash, a kill)
+        return RunOutcome(status="error", error=f"the GPU process died: {output.strip()[-1500:]}")
+    with open(result_path) as f:
+        return RunOutcome.from_json(f.read())

@@ -1,0 +1,187 @@
+"""The GPU side of a measurement, run in a child process so that a broken kernel (an illegal address
+leaves the CUDA context unusable) or a hang can only take this process down.
+
+    python -m workers.measure.gpu_run JOB_DIR VERSION RESULT_JSON          # check + time
+    python -m workers.measure.gpu_run JOB_DIR VERSION RESULT_JSON --once   # each kernel once (for ncu)
+
+Torch owns the memory and the reference model; pycuda loads the PTX into the same (primary) context.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+from workers.atomic import write_text
+from workers.jsonrecord import JsonRecord
+from workers.layout import version_dir
+from workers.measure.launch import TORCH_DTYPES, check_config, pack_args
+from workers.records import LaunchConfig, Timing
+
+REFERENCE_FILE = "reference_timing.json"  # eager and torch.compile times, measured once per job and GPU
+
+
+@dataclass
+class OutputError(JsonRecord):
+    buffer: str
+    max_abs_err: float
+    max_rel_err: float
+    passed: bool
+
+
+@dataclass
+class Reference(JsonRecord):
+    device: str
+    eager: Timing
+    compiled: Timing | None
+    compiled_error: str = ""
+
+
+@dataclass
+class RunOutcome(JsonRecord):
+    status: str  # "ok" | "wrong_result" | "launch_error" | "illegal_address" | "error"
+    error: str = ""
+    device: str = "n/a"
+    outputs: list[OutputError] = field(default_factory=list)
+    time: Timing | None = None
+    reference: Reference | None = None
+
+
+def _classify(exc: BaseException) -> str:
+    text = str(exc).lower()
+    if "illegal address" in text or "illegal memory access" in text:
+        return "illegal_address"
+    if "launch" in text or type(exc).__name__ in ("LaunchError", "LogicError"):
+        return "launch_error"
+    return "error"
+
+
+class Runner:
+    def __init__(self, job_dir: str, version: int):
+        import pycuda.driver as cuda
+        import torch
+
+        from workers.model_loader import load_model
+
+        vdir = version_dir(job_dir, version)
+        with open(os.path.join(vdir, "config.json")) as f:
+            self.config = LaunchConfig.from_json(f.read())
+        check_config(self.config)
+        model_path = self.config.model_path
+        model_path = model_path if os.path.isabs(model_path) else os.path.join(job_dir, model_path)
+        model, inputs = load_model(model_path, self.config.seed)
+        torch.cuda.init()
+        self.model = model.cuda()
+        self.inputs = [x.cuda() for x in inputs]
+        self.device = torch.cuda.get_device_name()
+        cuda.init()
+        self.context = cuda.Device(torch.cuda.current_device()).retain_primary_context()
+        self.context.push()  # pycuda launches into torch's context, on the same (null) stream
+        with open(os.path.join(vdir, self.config.ptx_file), "rb") as f:
+            module = cuda.module_from_buffer(f.read())
+        self.buffers = self._allocate()
+        pointers = {name: t.data_ptr() for name, t in self.buffers.items()}
+        self.launches = [(module.get_function(l.kernel), tuple(l.block), tuple(l.grid), l.shared_bytes,
+                          pack_args(l, pointers)) for l in self.config.launches]
+
+    def _allocate(self) -> dict:
+        import torch
+
+        state = {**dict(self.model.named_parameters()), **dict(self.model.named_buffers())}
+        buffers = {}
+        for b in self.config.buffers:
+            dtype = getattr(torch, TORCH_DTYPES[b.dtype])
+            kind, _, key = b.source.partition(":")
+            if kind == "input":
+                t = self.inputs[int(key)]
+            elif kind == "weight":
+                t = state[key].detach()
+            elif b.role == "constant":
+                t = torch.tensor(b.values, dtype=dtype).reshape(b.shape).cuda()
+            else:  # temporaries and outputs start as NaN, so a kernel that skips an element is caught
+                t = torch.full(b.shape, float("nan"), dtype=dtype, device="cuda") if dtype.is_floating_point \
+                    else torch.zeros(b.shape, dtype=dtype, device="cuda")
+            if list(t.shape) != b.shape or t.dtype != dtype:
+                raise ValueError(f"buffer {b.name}: the model gives {list(t.shape)} {t.dtype}, config.json "
+                                 f"says {b.shape} {dtype}")
+            buffers[b.name] = t.contiguous()
+        return buffers
+
+    def run(self) -> None:
+        for fn, block, grid, shared, args in self.launches:
+            fn(*args, block=block, grid=grid, shared=shared)
+
+    def check(self) -> list[OutputError]:
+        import torch
+
+        self.run()
+        torch.cuda.synchronize()
+        with torch.no_grad():
+            expected = self.model(*self.inputs)
+        expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        if len(expected) != len(self.config.outputs):
+            raise ValueError(f"the model returns {len(expected)} outputs, config.json names {len(self.config.outputs)}")
+        results = []
+        for out, ref in zip(self.config.outputs, expected):
+            got = self.buffers[out.buffer].reshape(out.shape).double()
+            ref = ref.double()
+            diff = (got - ref).abs()
+            rel = diff / ref.abs().clamp_min(1e-30)
+            passed = bool(torch.isfinite(got).all()) and bool(
+                (diff <= self.config.atol + self.config.rtol * ref.abs()).all())
+            results.append(OutputError(out.buffer, float(diff.max()), float(rel.max()), passed))
+        return results
+
+    def reference(self, job_dir: str) -> Reference:
+        """Eager and torch.compile times of the model on this GPU, measured once per job."""
+        import torch
+
+        from workers.measure.timing import time_gpu
+
+        path = os.path.join(job_dir, REFERENCE_FILE)
+        if os.path.exists(path):
+            with open(path) as f:
+                known = Reference.from_json(f.read())
+            if known.device == self.device:
+                return known
+        with torch.no_grad():
+            eager = time_gpu(lambda: self.model(*self.inputs))
+            compiled, error = None, ""
+            try:
+                fast = torch.compile(self.model)
+                compiled = time_gpu(lambda: fast(*self.inputs))
+            except Exception as e:  # torch.compile's failures are many; the report says which
+                error = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        ref = Reference(device=self.device, eager=eager, compiled=compiled, compiled_error=error)
+        write_text(path, ref.to_json(indent=2))
+        return ref
+
+
+def main(argv: list[str]) -> int:
+    job_dir, version, result_path = argv[0], int(argv[1]), argv[2]
+    once = "--once" in argv
+    outcome = RunOutcome(status="error")
+    try:
+        runner = Runner(job_dir, version)
+        outcome.device = runner.device
+        if once:
+            runner.run()
+            import torch
+
+            torch.cuda.synchronize()
+            outcome.status = "ok"
+        else:
+            from workers.measure.timing import time_gpu
+
+            outcome.outputs = runner.check()
+            outcome.status = "ok" if all(o.passed for o in outcome.outputs) else "wrong_result"
+            outcome.time = time_gpu(runner.run)
+            outcome.reference = runner.reference(job_dir)
+    except Exception as e:  # every failure is recorded for the parent; the process then exits
+        outcome.status, outcome.error = _classify(e), f"{type(e).__name__}: {str(e)[:1000]}"
+    write_text(result_path, outcome.to_json(indent=2))
+    return 0 if outcome.status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,57 @@
+"""From config.json to kernel launches: buffer plan, argument packing, launch sanity.
+
+Pure functions with no GPU: the GPU child (gpu_run.py) and the CPU tests share them.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workers.records import KernelArg, KernelLaunch, LaunchConfig
+
+SCALAR_TYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+                "i16": np.int16, "i8": np.int8, "i1": np.bool_}
+TORCH_DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "i64": "int64",
+                "i32": "int32", "i16": "int16", "i8": "int8", "i1": "bool"}
+# A launch of one thread per block over more blocks than this is the pathology DESIGN.md names.
+PATHOLOGICAL_GRID = 4096
+
+
+class ConfigError(ValueError):
+    """config.json does not describe a runnable model."""
+
+
+def pack_args(launch: KernelLaunch, pointers: dict[str, int]) -> list:
+    """The PTX parameters of one launch: a u64 per buffer (bare-pointer ABI), a typed scalar else."""
+    return [_pack(arg, pointers) for arg in launch.args]
+
+
+def _pack(arg: KernelArg, pointers: dict[str, int]):
+    if arg.kind == "buffer":
+        if arg.buffer not in pointers:
+            raise ConfigError(f"kernel argument names unknown buffer {arg.buffer!r}")
+        return np.uintp(pointers[arg.buffer])
+    if arg.kind == "scalar" and arg.dtype in SCALAR_TYPES:
+        return SCALAR_TYPES[arg.dtype](arg.value)
+    raise ConfigError(f"cannot pass a {arg.kind} argument of type {arg.dtype}")
+
+
+def pathological_launches(config: LaunchConfig) -> list[str]:
+    """Launches with block size 1 and a huge grid: refused before they run or are profiled."""
+    return [f"{l.kernel}: block {l.block} x grid {l.grid}" for l in config.launches
+            if math.prod(l.block) == 1 and math.prod(l.grid) > PATHOLOGICAL_GRID]
+
+
+def check_config(config: LaunchConfig) -> None:
+    names = {b.name for b in config.buffers}
+    for b in config.buffers:
+        if b.dtype not in TORCH_DTYPES:
+            raise ConfigError(f"buffer {b.name}: unsupported element type {b.dtype}")
+        if b.role == "constant" and (b.values is None or len(b.values) != math.prod(b.shape)):
+            raise ConfigError(f"constant buffer {b.name} lacks its {math.prod(b.shape)} values")
+    for out in config.outputs:
+        if out.buffer not in names:
+            raise ConfigError(f"output names unknown buffer {out.buffer!r}")
+    if not config.launches:
+        raise ConfigError("config.json has no kernel launches")
