@@ -291,9 +291,9 @@ class Driver:
             return
         from experience.store import outcome_of
 
-        before = next((i for i in job.iterations if i.version < it.version and i.measure and i.measure.correct), None)
+        before = best_iteration([i for i in job.iterations if i.version < it.version])
         try:
-            self.experience.record(outcome_of(job.model, before, it))
+            self.experience.record(outcome_of(job.model, _history(before) if before else None, _history(it)))
         except Exception as e:  # the log is advisory; a failure to write it must not stop the job
             log.warning("[%s] could not record v%d in the experience log: %s", job.job_id, it.version, e)
 

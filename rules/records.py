@@ -21,10 +21,12 @@ class Evidence(JsonRecord):
 class Hypothesis(JsonRecord):
     """Exactly one schedule change to try next."""
 
-    family: str  # route family from rules/guide.json, e.g. "launch_shape", "vectorize"
+    family: str  # hypothesis family from rules/guide.json, e.g. "more_blocks", "vectorize"
     edit: ScheduleEdit
     expected_effect: str
     accept_rule: str  # e.g. "accept if >5% faster and correct"
+    bottleneck: str = "unknown"  # the class of the kernel the change targets
+    kernel: str = ""  # that kernel's name
 
 
 @dataclass

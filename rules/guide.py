@@ -1,0 +1,55 @@
+"""rules/guide.json: the one versioned place for thresholds, classification order, routes and
+hypothesis families."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+
+GUIDE_PATH = os.path.join(os.path.dirname(__file__), "guide.json")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    generator: str
+    touches: str  # "launch" | "memory" | "compute"
+    available: bool
+    expected: str
+    unavailable_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Guide:
+    version: str
+    thresholds: dict
+    rule_classes: dict  # rule name -> class, in priority order
+    routes: dict  # class -> op family (or "*") -> [family names]
+    families: dict  # name -> Family
+    success_above_pct: float
+    neutral_from_pct: float
+    no_gain_iterations: int
+    accept_rule: str
+
+    def route(self, bottleneck: str, op_family: str) -> list[str]:
+        by_family = self.routes.get(bottleneck, self.routes["unknown"])
+        return by_family.get(op_family, by_family.get("*", []))
+
+
+@functools.lru_cache(maxsize=None)
+def load(path: str = GUIDE_PATH) -> Guide:
+    with open(path) as f:
+        raw = json.load(f)
+    families = {name: Family(name=name, **spec) for name, spec in raw["families"].items()}
+    routes = raw["routes"]
+    unknown = {f for by_op in routes.values() for names in by_op.values() for f in names} - set(families)
+    if unknown:
+        raise ValueError(f"{path}: routes name undefined hypothesis families {sorted(unknown)}")
+    if "unknown" not in routes or raw["classification"][-1]["rule"] != "unclassified":
+        raise ValueError(f"{path}: needs an 'unknown' route and the catch-all rule 'unclassified' last")
+    return Guide(version=raw["version"], thresholds=raw["thresholds"],
+                 rule_classes={r["rule"]: r["class"] for r in raw["classification"]}, routes=routes,
+                 families=families, success_above_pct=raw["outcome"]["success_above_pct"],
+                 neutral_from_pct=raw["outcome"]["neutral_from_pct"],
+                 no_gain_iterations=raw["stop"]["no_gain_iterations"], accept_rule=raw["accept_rule"])

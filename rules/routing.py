@@ -1,0 +1,92 @@
+"""Hypothesis families -> one concrete ScheduleEdit each (or None where the family does not apply).
+
+Every edit keeps the schedule valid for the compile stage: tiles keep dividing the loop extents,
+thread counts stay within 32..1024.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from workers.records import OpInfo, OpSchedule, ScheduleEdit
+
+MIN_THREADS, MAX_THREADS = 32, 1024
+V0_REDUCTION_TILE = 8
+
+
+def _threads(block: list[int], thread: list[int], op: OpInfo) -> int:
+    return math.prod(math.ceil((b or r) / t) for b, t, r in zip(block, thread, op.loop_ranges) if t)
+
+
+def _valid(block: list[int], thread: list[int], op: OpInfo) -> bool:
+    for b, t, r in zip(block, thread, op.loop_ranges):
+        if (b and r % b) or (t and (b or r) % t) or b < 0 or t < 0:
+            return False
+    return MIN_THREADS <= _threads(block, thread, op) <= MAX_THREADS
+
+
+def _parallel_dims(op: OpInfo, s: OpSchedule) -> list[int]:
+    """Thread-mapped dims first, innermost first: where a shape change matters most."""
+    dims = [d for d, it in enumerate(op.iterator_types) if it == "parallel"]
+    return sorted(dims, key=lambda d: (not s.thread_tile[d], -d))
+
+
+def halve_block_tile(s: OpSchedule, op: OpInfo) -> ScheduleEdit | None:
+    for d in _parallel_dims(op, s):
+        extent = s.block_tile[d] or op.loop_ranges[d]
+        if extent % 2 == 0 and extent // 2 >= max(s.thread_tile[d], 1):
+            block = list(s.block_tile)
+            block[d] = extent // 2
+            if _valid(block, s.thread_tile, op):
+                return ScheduleEdit(s.op_index, "block_tile", block)
+    return None
+
+
+def _scale_thread_tile(s: OpSchedule, op: OpInfo, factor: float) -> ScheduleEdit | None:
+    for d in _parallel_dims(op, s):
+        if not s.thread_tile[d]:
+            continue
+        new = s.thread_tile[d] * factor
+        if new >= 1 and new == int(new):
+            thread = list(s.thread_tile)
+            thread[d] = int(new)
+            if _valid(s.block_tile, thread, op):
+                return ScheduleEdit(s.op_index, "thread_tile", thread)
+    return None
+
+
+def set_reduction_tile(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    if not has_reduction or s.reduction_tile:
+        return None
+    return ScheduleEdit(s.op_index, "reduction_tile", V0_REDUCTION_TILE)
+
+
+def enable_vectorize(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    if s.vectorize or (has_reduction and not s.reduction_tile):
+        return None  # a reduction is vectorized only once its loop is tiled (reduction_tiling first)
+    return ScheduleEdit(s.op_index, "vectorize", True)
+
+
+def enable_fusion(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    return None if s.fuse_producers else ScheduleEdit(s.op_index, "fuse_producers", True)
+
+
+def enable_promote(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    return None if s.promote_shared else ScheduleEdit(s.op_index, "promote_shared", True)
+
+
+def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    return None if s.tensor_core != "none" else ScheduleEdit(s.op_index, "tensor_core", "mma_sync")
+
+
+GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]] = {
+    "halve_block_tile": lambda s, op, r: halve_block_tile(s, op),
+    "halve_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 0.5),
+    "double_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 2),
+    "set_reduction_tile": set_reduction_tile,
+    "enable_vectorize": enable_vectorize,
+    "enable_fusion": enable_fusion,
+    "enable_promote": enable_promote,
+    "enable_mma_sync": enable_mma_sync,
+    "none": lambda s, op, r: None,
+}
