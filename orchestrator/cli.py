@@ -274,12 +274,6 @@ def cmd_workers(args) -> int:
     return 0
 
 
-def cmd_experience(args) -> int:
-    from experience import cli as experience_cli
-
-    return experience_cli.main(args.rest) or 0
-
-
 # -- parser -----------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -328,14 +322,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("workers", cmd_workers, "which workers, queues and GPUs are up")
 
-    p = sub.add_parser("experience", help="the experience log: recommend | export (see experience --help)",
-                       add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_experience, quiet=False)
+    # its own parser (experience/cli.py) takes everything after the word, options included
+    sub.add_parser("experience", help="the experience log: recommend | export (see experience --help)",
+                   add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["experience"]:
+        from experience import cli as experience_cli
+
+        return experience_cli.main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(levelname)-7s %(message)s", datefmt="%H:%M:%S")

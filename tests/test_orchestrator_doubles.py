@@ -37,7 +37,7 @@ class FakeGpuMeasure:
             achieved_occupancy_pct=round(0.85 * theoretical, 1), theoretical_occupancy_pct=round(theoretical, 1),
             registers_per_thread=32, spill_bytes=0, grid_size=blocks, block_size=threads,
             waves_per_sm=round(waves, 3), issue_slot_util_pct=round(60 * efficiency, 1),
-            stall_long_scoreboard_pct=30.0, stall_barrier_pct=5.0)
+            stall_long_scoreboard=30.0, stall_barrier=5.0)
 
     @classmethod
     def measure_iteration(cls, job_dir: str, version: int, profile: bool = True, timeout_s: float = 600) -> MeasureResult:

@@ -1,0 +1,174 @@
+"""The advisor: each bottleneck class, route, suppression and stop reason. Metric records are either
+recorded on the H200 (tests/data/measure, parsed by the measure worker) or hand-written edge cases,
+marked `hand_written` below."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import rules
+from rules import advise, classify_outcome, hypothesis_text
+from rules import engine
+from rules.engine import classify
+from rules.guide import load
+from rules.records import AdviceRequest, Hypothesis, IterationRecord
+from workers.measure.ncu import parse_csv
+from workers.records import (CompileResult, KernelMetrics, MeasureResult, ModelInfo, OpInfo, OpSchedule,
+                             ScheduleEdit, ScheduleParams, Timing)
+
+DATA = Path(__file__).parent / "data" / "measure"
+MATMUL = OpInfo(0, "linalg.matmul", "matmul", [1024, 1024, 1024], ["parallel", "parallel", "reduction"], "f32")
+ELEMENTWISE = OpInfo(0, "linalg.generic", "elementwise", [1024, 4096], ["parallel", "parallel"], "f32")
+
+
+def hand_written(sm=20.0, mem=20.0, waves=4.0, achieved=80.0, theoretical=100.0, block=256, grid=4096, name="k0"):
+    """A hand-written KernelMetrics for an edge case (not a GPU recording)."""
+    return KernelMetrics(kernel=name, duration_us=100.0, sm_throughput_pct=sm, memory_throughput_pct=mem,
+                         dram_throughput_pct=mem, achieved_occupancy_pct=achieved,
+                         theoretical_occupancy_pct=theoretical, registers_per_thread=32, spill_bytes=0,
+                         grid_size=grid, block_size=block, waves_per_sm=waves)
+
+
+def request_for(op: OpInfo, schedule: OpSchedule, kernels: list[KernelMetrics], history_outcomes=(),
+                max_iterations=8, rejected=(), target=None) -> AdviceRequest:
+    params = ScheduleParams(ops=[schedule])
+    measured = MeasureResult(0, "ok", correct=True, time=Timing(100.0, 99.0, 101.0, 50),
+                             eager=Timing(50.0, 49.0, 51.0, 50), kernels=kernels)
+    history = [IterationRecord(0, params, CompileResult(0, True, "done", kernel_ops=[op.index] * len(kernels)),
+                               measured, outcome="baseline")]
+    for v, outcome in enumerate(history_outcomes, start=1):
+        slower = MeasureResult(v, "ok", correct=True, time=Timing(120.0, 119.0, 121.0, 50), kernels=kernels)
+        history.append(IterationRecord(v, params, CompileResult(v, True, "done", kernel_ops=[op.index]), slower,
+                                       outcome=outcome))
+    model = ModelInfo("m", "m.py", [op], [[1]], ["float32"], [], [[1]], 0.1)
+    return AdviceRequest(model=model, current=params, history=history, max_iterations=max_iterations,
+                         target_speedup_vs_eager=target, rejected=list(rejected))
+
+
+def matmul_schedule(**kw) -> OpSchedule:
+    return OpSchedule(0, "matmul", [64, 64, 0], [4, 4, 0], **kw)
+
+
+@pytest.mark.parametrize("metrics, expected", [
+    (dict(block=1, grid=100000, sm=1, mem=1), ("launch_pathology", "launch_pathology")),
+    (dict(waves=0.3, sm=5, mem=8), ("latency", "small_grid")),
+    (dict(sm=20, mem=75), ("memory", "memory_bound")),
+    (dict(sm=85, mem=30), ("compute", "compute_bound")),
+    (dict(sm=70, mem=72), ("near_limits", "near_limits")),
+    (dict(sm=65, mem=30, achieved=20, theoretical=100), ("compute", "compute_bound")),
+    (dict(sm=50, mem=55, achieved=20, theoretical=100), ("occupancy", "occupancy_bound")),
+    (dict(sm=30, mem=35, achieved=95), ("latency", "latency_bound")),
+    (dict(sm=61, mem=55, achieved=95), ("unknown", "unclassified")),
+])
+def test_each_bottleneck_class(metrics, expected):
+    (c,) = classify([hand_written(**metrics)], load())
+    assert (c.bottleneck, c.rule) == expected
+
+
+def test_recorded_h200_small_grid_matmul_is_latency_bound():
+    kernels = parse_csv((DATA / "ncu_raw_mlp_h200.csv").read_text())
+    classes = {c.kernel: c for c in classify(kernels, load())}
+    assert classes["forward_kernel_2"].bottleneck == "latency" and classes["forward_kernel_2"].rule == "small_grid"
+
+
+def test_ruleset_is_defined_once_however_often_it_is_used():
+    for _ in range(5):
+        classify([hand_written()], load())
+    assert len(engine._defined) == 1
+
+
+def test_latency_bound_matmul_gets_more_blocks():
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(waves=0.2, sm=3, mem=4)]))
+    assert d.action == "continue" and d.bottleneck == "latency"
+    assert (d.hypothesis.family, d.hypothesis.edit) == ("more_blocks", ScheduleEdit(0, "block_tile", [64, 32, 0]))
+    assert d.evidence[-1].rule == "small_grid" and d.evidence[-1].metrics["waves_per_sm"] == 0.2
+
+
+def test_memory_bound_elementwise_widens_the_thread_tile_then_vectorizes():
+    schedule = OpSchedule(0, "elementwise", [4, 64], [1, 1])
+    d = advise(request_for(ELEMENTWISE, schedule, [hand_written(sm=20, mem=75)]))
+    assert (d.hypothesis.family, d.hypothesis.edit.field, d.hypothesis.edit.value) == \
+        ("wider_thread_tile", "thread_tile", [1, 2])
+    rejected = [d.hypothesis]
+    d2 = advise(request_for(ELEMENTWISE, schedule, [hand_written(sm=20, mem=75)], rejected=rejected))
+    assert d2.hypothesis.family == "vectorize", "a rejected hypothesis is not retried"
+
+
+def test_compute_bound_matmul_skips_tensor_cores_that_cannot_be_expressed():
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(sm=85, mem=30)]))
+    assert d.hypothesis.family == "register_tiling"
+    assert any(e.rule == "not_expressible" and "tensor_cores" in e.text for e in d.evidence)
+
+
+def test_no_compute_change_when_memory_sol_is_saturated():
+    schedule = matmul_schedule(reduction_tile=8, vectorize=True)  # memory routes left: compute ones only
+    d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=95)]))
+    assert d.action == "stop"
+    assert any(e.rule == "memory_saturated" and "register_tiling" in e.text for e in d.evidence)
+    d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=75)]))
+    assert d.hypothesis.family == "register_tiling", "below the saturation threshold the same route applies"
+
+
+def test_reduction_is_tiled_before_it_is_vectorized():
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(sm=20, mem=75)]))
+    assert (d.hypothesis.family, d.hypothesis.edit.field) == ("reduction_tiling", "reduction_tile")
+    d = advise(request_for(MATMUL, matmul_schedule(reduction_tile=8), [hand_written(sm=20, mem=75)]))
+    assert (d.hypothesis.family, d.hypothesis.edit.field) == ("vectorize", "vectorize")
+
+
+def test_launch_pathology_gets_more_threads_first():
+    schedule = OpSchedule(0, "elementwise", [4, 64], [1, 2])
+    d = advise(request_for(ELEMENTWISE, schedule, [hand_written(block=1, grid=1 << 20, sm=1, mem=1)]))
+    assert d.bottleneck == "launch_pathology" and d.hypothesis.family == "more_threads"
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    (dict(max_iterations=1), "iteration limit"),
+    (dict(target=0.4), "target met"),
+    (dict(history_outcomes=("failure", "neutral", "failure")), "no explained gain"),
+])
+def test_stop_reasons(kwargs, reason):
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(waves=0.2, sm=3, mem=4)], **kwargs))
+    assert d.action == "stop" and reason in d.stop_reason
+
+
+def test_stop_when_saturated_and_when_no_route_is_left():
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(sm=85, mem=88)]))
+    assert d.action == "stop" and "saturated" in d.stop_reason
+    tried = [Hypothesis("more_blocks", ScheduleEdit(0, "block_tile", [64, 32, 0]), "", ""),
+             Hypothesis("reduction_tiling", ScheduleEdit(0, "reduction_tile", 8), "", ""),
+             Hypothesis("register_tiling", ScheduleEdit(0, "thread_tile", [4, 8, 0]), "", "")]
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(waves=0.2, sm=3, mem=4)], rejected=tried))
+    assert d.action == "stop" and "no route left" in d.stop_reason
+
+
+def test_no_measured_iteration_means_stop():
+    req = request_for(MATMUL, matmul_schedule(), [hand_written()])
+    req.history[0].measure = MeasureResult(0, "skipped", error="no GPU")
+    assert "no correct, measured iteration" in advise(req).stop_reason
+
+
+def test_same_inputs_give_the_same_decision():
+    req = request_for(MATMUL, matmul_schedule(), parse_csv((DATA / "ncu_raw_mlp_h200.csv").read_text())[:1])
+    assert advise(req).to_json() == advise(req).to_json()
+
+
+@pytest.mark.parametrize("ours, outcome", [(90.0, "success"), (96.0, "neutral"), (99.0, "failure"), (130.0, "failure")])
+def test_outcome_boundaries(ours, outcome):
+    base = MeasureResult(0, "ok", correct=True, time=Timing(100.0, 100.0, 100.0, 50))
+    got, speedup = classify_outcome(base, MeasureResult(1, "ok", correct=True, time=Timing(ours, ours, ours, 50)))
+    assert got == outcome and speedup == pytest.approx(100.0 / ours, rel=1e-3)
+
+
+def test_incorrect_or_failed_is_failure_and_first_is_baseline():
+    fast_but_wrong = MeasureResult(1, "wrong_result", correct=False, time=Timing(1.0, 1.0, 1.0, 5))
+    assert classify_outcome(None, fast_but_wrong) == ("failure", None)
+    assert classify_outcome(None, MeasureResult(0, "ok", correct=True, time=Timing(5.0, 5.0, 5.0, 5)))[0] == "baseline"
+
+
+def test_hypothesis_text_carries_evidence_and_rule_version():
+    req = request_for(MATMUL, matmul_schedule(), [hand_written(waves=0.2, sm=3, mem=4)])
+    text = hypothesis_text(advise(req), req)
+    assert "more_blocks" in text and "small_grid" in text and rules.RULES_VERSION in text
+    assert "waves_per_sm=0.2" in text and "accept/reject" in text
