@@ -102,11 +102,12 @@ def test_compute_bound_matmul_skips_tensor_cores_that_cannot_be_expressed():
 
 
 def test_no_compute_change_when_memory_sol_is_saturated():
-    schedule = matmul_schedule(reduction_tile=8, vectorize=True)  # memory routes left: compute ones only
-    d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=95)]))
-    assert d.action == "stop"
+    schedule = matmul_schedule(reduction_tile=8, vectorize=True)
+    tried = [Hypothesis("more_blocks", ScheduleEdit(0, "block_tile", [64, 32, 0]), "", "")]
+    d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=95)], rejected=tried))
+    assert d.action == "stop", "register_tiling, the only route left, touches compute"
     assert any(e.rule == "memory_saturated" and "register_tiling" in e.text for e in d.evidence)
-    d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=75)]))
+    d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=75)], rejected=tried))
     assert d.hypothesis.family == "register_tiling", "below the saturation threshold the same route applies"
 
 
@@ -138,6 +139,7 @@ def test_stop_when_saturated_and_when_no_route_is_left():
     assert d.action == "stop" and "saturated" in d.stop_reason
     tried = [Hypothesis("more_blocks", ScheduleEdit(0, "block_tile", [64, 32, 0]), "", ""),
              Hypothesis("reduction_tiling", ScheduleEdit(0, "reduction_tile", 8), "", ""),
+             Hypothesis("vectorize", ScheduleEdit(0, "vectorize", True), "", ""),
              Hypothesis("register_tiling", ScheduleEdit(0, "thread_tile", [4, 8, 0]), "", "")]
     d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(waves=0.2, sm=3, mem=4)], rejected=tried))
     assert d.action == "stop" and "no route left" in d.stop_reason
