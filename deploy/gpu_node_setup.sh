@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds pycuda (the `gpu` extra; it has no wheels) on a GPU node without package access, from its
 # sdist and the wheels of its build and run dependencies, against the node's CUDA and libcuda.
-# Idempotent: an existing build in the target is reused.
+# Idempotent: an existing build in the target is reused; so is WHEEL_DIR/pycuda-site.tgz, a TARGET
+# built on an identical node (`tar czf pycuda-site.tgz -C /tmp pycuda-site`), where it imports.
 #
 #   deploy/gpu_node_setup.sh [WHEEL_DIR (default .whl)] [TARGET (default /tmp/pycuda-site)]
 #   then: export PYTHONPATH=TARGET:$PYTHONPATH
@@ -13,6 +14,15 @@ TARGET=${2:-/tmp/pycuda-site}
 PY=${PYTHON:-python3}
 if PYTHONPATH="$TARGET" "$PY" -c "import pycuda.driver" 2>/dev/null; then
     echo "pycuda already built in $TARGET"; exit 0
+fi
+if [ -f "$WHEELS/pycuda-site.tgz" ] && [ ! -e "$TARGET" ]; then
+    UNPACK=$(mktemp -d)
+    tar xzf "$WHEELS/pycuda-site.tgz" -C "$UNPACK"
+    if PYTHONPATH="$UNPACK/pycuda-site" "$PY" -c "import pycuda.driver" 2>/dev/null; then
+        mkdir -p "$(dirname "$TARGET")" && mv "$UNPACK/pycuda-site" "$TARGET" && rm -rf "$UNPACK"
+        echo "pycuda unpacked into $TARGET from $WHEELS/pycuda-site.tgz"; exit 0
+    fi
+    rm -rf "$UNPACK"  # built for another node: build here
 fi
 mkdir -p "$TARGET"
 "$PY" -m pip install -q --no-index --no-deps --target "$TARGET" \

@@ -4,8 +4,9 @@ CSV recorded on the H200, the reports, and the skip path. The GPU paths themselv
 from __future__ import annotations
 
 import json
-import os
 import shutil
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,12 @@ import pytest
 
 from workers.measure import gpu_unavailable, measure_iteration, report
 from workers.measure.gpu_run import RunOutcome, _classify
-from workers.measure.launch import ConfigError, check_config, pack_args, pathological_launches
+from workers.measure.launch import (ConfigError, calls_device_malloc, check_config, model_file, pack_args,
+                                    pathological_launches)
+from workers.measure.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
 from workers.measure.timing import summarize
-from workers.records import LaunchConfig, MeasureResult, Timing
+from workers.records import KernelArg, LaunchConfig, MeasureResult, Timing
 
 DATA = Path(__file__).parent / "data"
 POC = DATA / "poc_matmul"
@@ -42,6 +45,23 @@ def test_arguments_are_packed_as_the_bare_pointer_abi_wants():
     assert np.dtype(type(args[4])).itemsize == 4 and float(args[4]) == 0.0
 
 
+def test_scalars_are_packed_with_the_width_of_their_ptx_parameter():
+    config = poc_config()
+    launch = config.launches[0]
+    launch.args = [KernelArg("scalar", "index", value=7), KernelArg("scalar", "i32", value=-2),
+                   KernelArg("scalar", "f64", value=0.5), KernelArg("buffer", "f32", buffer="arg0")]
+    packed = pack_args(launch, {"arg0": 0x7F0012345600})
+    assert [a.tobytes() for a in packed] == [(7).to_bytes(8, "little"), (-2).to_bytes(4, "little", signed=True),
+                                             np.float64(0.5).tobytes(), (0x7F0012345600).to_bytes(8, "little")]
+
+
+def test_a_relative_model_path_is_taken_from_the_job_folder():
+    config = poc_config()
+    assert model_file("/jobs/mlp", config) == "/jobs/mlp/model.py"
+    config.model_path = "/models/mlp.py"
+    assert model_file("/jobs/mlp", config) == "/models/mlp.py"
+
+
 def test_unknown_buffer_and_bad_constants_are_config_errors():
     config = poc_config()
     with pytest.raises(ConfigError):
@@ -49,30 +69,57 @@ def test_unknown_buffer_and_bad_constants_are_config_errors():
     config.buffers[0].role, config.buffers[0].values = "constant", [1.0]
     with pytest.raises(ConfigError):
         check_config(config)
+    for edit in (lambda l: setattr(l.args[4], "value", None), lambda l: setattr(l.args[0], "buffer", "nope"),
+                 lambda l: setattr(l, "block", [16, 16]), lambda l: setattr(l, "grid", [0, 4, 1])):
+        config = poc_config()
+        edit(config.launches[0])
+        with pytest.raises(ConfigError):
+            check_config(config)
 
 
-def test_block_size_one_with_a_huge_grid_is_refused(tmp_path):
+def test_a_kernel_that_calls_device_malloc_is_recognised():
+    assert calls_device_malloc((POC / "kernels.ptx").read_text())
+    assert not calls_device_malloc((DATA / "measure" / "elementwise_chain_v0" / "kernels.ptx").read_text())
+
+
+def _job(tmp_path: Path, config: LaunchConfig | None = None) -> Path:
+    """A job folder holding the first kernel as v0 (its model one level up, as the frontend puts it)."""
     job = tmp_path / "job"
     shutil.copytree(POC, job / "v0")
+    shutil.copy(POC / "model.py", job / "model.py")
+    if config is not None:
+        (job / "v0" / "config.json").write_text(config.to_json())
+    return job
+
+
+def test_block_size_one_with_a_huge_grid_is_refused_before_anything_runs(tmp_path):
     config = poc_config()
     config.launches[0].block, config.launches[0].grid = [1, 1, 1], [131072, 1, 1]
-    (job / "v0" / "config.json").write_text(config.to_json())
-    (job / "v0" / "compile_result.json").write_text(json.dumps({"ok": True, "stage": "done"}))
-    assert pathological_launches(config)
-    if gpu_unavailable() is None:
-        result = measure_iteration(str(job), 0)
-        assert result.status == "pathological_launch"
+    job = _job(tmp_path, config)
+    result = measure_iteration(str(job), 0)  # refused on any node: a GPU is not even looked for
+    assert result.status == "pathological_launch" and "forward_kernel" in result.error
+    for name in report.FILES:
+        assert "block size 1 with a huge grid" in (job / "v0" / name).read_text()
+    config.launches[0].grid = [4096, 1, 1]  # one thread per block over few blocks is merely slow
+    assert not pathological_launches(config)
+
+
+@pytest.mark.parametrize("text", ["{not json", json.dumps({"model_path": "model.py"}), ""])
+def test_an_unreadable_config_is_an_error_not_a_traceback(tmp_path, text):
+    job = _job(tmp_path)
+    (job / "v0" / "config.json").write_text(text)
+    result = measure_iteration(str(job), 0)
+    assert result.status == "error" and result.error.startswith("config.json: ")
+    assert "config.json" in (job / "v0" / "ncu_details.md").read_text()
 
 
 def test_without_a_gpu_every_file_is_written_with_the_reason(tmp_path):
     if gpu_unavailable() is None:
         pytest.skip("this machine has a GPU and pycuda: the skip path does not apply")
-    job = tmp_path / "job"
-    shutil.copytree(POC, job / "v0")
-    (job / "v0" / "compile_result.json").write_text(json.dumps({"ok": True, "stage": "done"}))
+    job = _job(tmp_path)  # a hand-made job: config.json and kernels.ptx, no compile_result.json
     result = measure_iteration(str(job), 0)
-    assert result.status == "skipped" and "pycuda" in result.error
-    for name in ("benchmark.md", "ncu_summary.md", "ncu_details.md"):
+    assert result.status == "skipped" and "pycuda is not installed" in result.error and "gpu extra" in result.error
+    for name in report.FILES:
         text = (job / "v0" / name).read_text()
         assert "n/a: not measured" in text and "pycuda" in text
 
@@ -83,6 +130,9 @@ def test_an_iteration_that_did_not_compile_is_not_measured(tmp_path):
     result = measure_iteration(str(tmp_path), 3)
     assert result.status == "skipped" and "failed to compile at stage transform" in result.error
     assert "not measured" in (tmp_path / "v3" / "benchmark.md").read_text()
+    (tmp_path / "v4").mkdir()
+    result = measure_iteration(str(tmp_path), 4)
+    assert result.status == "skipped" and "no config.json or kernels.ptx" in result.error
 
 
 def test_ncu_csv_recorded_on_the_h200_parses_into_kernel_metrics():
@@ -100,6 +150,18 @@ def test_ncu_csv_recorded_on_the_h200_parses_into_kernel_metrics():
 def test_every_recorded_profile_parses(name):
     kernels = parse_csv((DATA / "measure" / f"ncu_raw_{name}_h200.csv").read_text())
     assert kernels and all(k.duration_us > 0 and 0 <= k.sm_throughput_pct <= 100 for k in kernels)
+
+
+def test_every_listed_metric_comes_out_of_a_real_h100_profile():
+    # CSV lines of `ncu --csv --page raw` around the worker's own runs on an H100 (2026-12-02)
+    (f16,) = parse_csv((DATA / "measure" / "ncu_raw_matmul_f16_h100.csv").read_text())
+    assert all(v is not None for v in f16.to_dict().values())  # DESIGN.md's list, all collected
+    assert (f16.duration_us, f16.sm_throughput_pct, f16.memory_throughput_pct) == (167.52, 2.0, 1.81)
+    assert (f16.grid_size, f16.block_size, f16.registers_per_thread, f16.waves_per_sm) == (16, 256, 40, 0.02)
+    assert (f16.achieved_occupancy_pct, f16.theoretical_occupancy_pct, f16.stall_long_scoreboard) == (12.56, 75.0, 9.62)
+    (ew,) = parse_csv((DATA / "measure" / "ncu_raw_elementwise_chain_h100.csv").read_text())
+    assert ew.duration_us == pytest.approx(15.776) and (ew.sm_throughput_pct, ew.dram_throughput_pct) == (48.3, 34.99)
+    assert ew.grid_size == 64 * 256 and ew.sectors_per_request == 4.0 and ew.l2_hit_rate_pct == 52.06
 
 
 def test_ncu_output_without_kernels_or_with_unknown_metrics():
@@ -137,14 +199,44 @@ def test_run_outcome_round_trips_as_json():
     assert RunOutcome.from_json(outcome.to_json()) == outcome
 
 
-@pytest.mark.gpu
-def test_gpu_measures_the_first_kernel(tmp_path):
-    reason = gpu_unavailable()
-    if reason:
-        pytest.skip(f"GPU-only: {reason}")
-    job = tmp_path / "job"
-    shutil.copytree(POC, job / "v0")
-    shutil.copy(POC / "model.py", job / "model.py")
-    (job / "v0" / "compile_result.json").write_text(json.dumps({"ok": True, "stage": "done"}))
-    result = measure_iteration(str(job), 0)
-    assert result.status == "ok" and result.correct and result.time.median_us > 0
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie is dead, just not reaped
+    except FileNotFoundError:
+        return False
+
+
+def test_a_timeout_kills_the_whole_process_group(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    with pytest.raises(TimeoutError, match="ran past"):  # like ncu, the shell has a child of its own
+        run_in_group(["sh", "-c", f"sleep 60 & echo $! > {pid_file}; wait"], 1.0)
+    grandchild = int(pid_file.read_text())
+    deadline = time.time() + 5
+    while _alive(grandchild) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+# Stand-ins for the GPU child (python -c CODE JOB_DIR VERSION RESULT_JSON): how the parent classifies
+# the ways a child can end, with no GPU.
+FAKE_CHILDREN = {
+    "hangs": "import time; time.sleep(60)",
+    "dies": "import os; print('Segmentation fault', flush=True); os.abort()",
+    "reports an illegal address": "import sys; open(sys.argv[3], 'w').write('{\"status\": \"illegal_address\", "
+                                  "\"error\": \"an illegal memory access was encountered\"}')",
+}
+
+
+@pytest.mark.parametrize("child, status, says", [("hangs", "timeout", "hung kernel"), ("dies", "error", "Segmentation"),
+                                                 ("reports an illegal address", "illegal_address", "illegal memory")])
+def test_the_parent_classifies_how_the_gpu_child_ended(tmp_path, monkeypatch, child, status, says):
+    monkeypatch.setattr("workers.measure.gpu_unavailable", lambda: None)
+    monkeypatch.setattr("workers.measure.gpu_run.COMMAND", [sys.executable, "-c", FAKE_CHILDREN[child]])
+    job = _job(tmp_path)
+    start = time.monotonic()
+    result = measure_iteration(str(job), 0, timeout_s=2)
+    assert time.monotonic() - start < 10
+    assert result.status == status and says in result.error and not result.correct
+    assert f"**{status}**" in (job / "v0" / "benchmark.md").read_text()
+    assert f"status is {status}" in (job / "v0" / "ncu_summary.md").read_text()

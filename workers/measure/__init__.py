@@ -9,17 +9,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
+import time
 
 from workers.layout import COMPILE_RESULT_FILE, version_dir
-from workers.measure import ncu, report
-from workers.measure.process import run_in_group
+from workers.measure import gpu_run, ncu, report
 from workers.measure.gpu_run import RunOutcome
 from workers.measure.launch import ConfigError, check_config, pathological_launches
+from workers.measure.process import run_in_group
 from workers.records import LaunchConfig, MeasureResult
 
 GPU_EXTRA_HINT = ("install the gpu extra on a node with the CUDA toolkit headers and libcuda "
                   "(deploy/README.md, 'GPU node: pycuda and the measure worker')")
+RESULT_FILE = ".gpu_run.json"
 
 
 def gpu_unavailable() -> str | None:
@@ -33,35 +34,54 @@ def gpu_unavailable() -> str | None:
     return None
 
 
-def _compiled(job_dir: str, version: int) -> str | None:
-    path = os.path.join(version_dir(job_dir, version), COMPILE_RESULT_FILE)
-    if not os.path.exists(path):
-        return f"v{version} was not compiled"
-    with open(path) as f:
-        result = json.load(f)
-    return None if result["ok"] else f"v{version} failed to compile at stage {result['stage']}"
+def _not_compiled(job_dir: str, version: int) -> str | None:
+    """Why v{version} has nothing to run, or None. compile_result.json decides where it exists;
+    a folder without one (a hand-made job) needs its config.json and PTX."""
+    vdir = version_dir(job_dir, version)
+    path = os.path.join(vdir, COMPILE_RESULT_FILE)
+    if os.path.exists(path):
+        with open(path) as f:
+            result = json.load(f)
+        return None if result.get("ok") else f"v{version} failed to compile at stage {result.get('stage', '?')}"
+    missing = [n for n in ("config.json", "kernels.ptx") if not os.path.exists(os.path.join(vdir, n))]
+    return f"v{version} was not compiled (no {' or '.join(missing)})" if missing else None
 
 
-def _skipped(job_dir: str, version: int, status: str, reason: str) -> MeasureResult:
+def _load_config(job_dir: str, version: int) -> LaunchConfig:
+    try:
+        with open(os.path.join(version_dir(job_dir, version), "config.json")) as f:
+            config = LaunchConfig.from_json(f.read())
+    except (OSError, ValueError, TypeError) as e:  # missing, not JSON, or not a LaunchConfig
+        raise ConfigError(f"{type(e).__name__}: {e}") from None
+    check_config(config)
+    return config
+
+
+def _not_measured(job_dir: str, version: int, status: str, reason: str) -> MeasureResult:
     report.write_skipped(job_dir, version, reason)
     return MeasureResult(version=version, status=status, error=reason)
 
 
 def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_s: float = 600) -> MeasureResult:
-    """Write v{version}/{benchmark.md, ncu_summary.md, ncu_details.md} and return the result."""
-    reason = _compiled(job_dir, version) or gpu_unavailable()
+    """Write v{version}/{benchmark.md, ncu_summary.md, ncu_details.md} and return the result.
+
+    timeout_s bounds the whole measurement (the checked run and the profile together)."""
+    deadline = time.monotonic() + timeout_s
+    reason = _not_compiled(job_dir, version)
     if reason:
-        return _skipped(job_dir, version, "skipped", reason)
-    with open(os.path.join(version_dir(job_dir, version), "config.json")) as f:
-        config = LaunchConfig.from_json(f.read())
+        return _not_measured(job_dir, version, "skipped", reason)
+    # Config and launch shape are judged before the node's GPU: they are faults of the iteration.
     try:
-        check_config(config)
+        config = _load_config(job_dir, version)
     except ConfigError as e:
-        return _skipped(job_dir, version, "error", f"config.json: {e}")
+        return _not_measured(job_dir, version, "error", f"config.json: {e}")
     bad = pathological_launches(config)
     if bad:
-        return _skipped(job_dir, version, "pathological_launch",
-                        f"block size 1 with a huge grid ({'; '.join(bad)}): repair the launch shape first")
+        return _not_measured(job_dir, version, "pathological_launch",
+                             f"block size 1 with a huge grid ({'; '.join(bad)}): repair the launch shape first")
+    reason = gpu_unavailable()
+    if reason:
+        return _not_measured(job_dir, version, "skipped", reason)
 
     outcome = _run_child(job_dir, version, timeout_s)
     result = MeasureResult(version=version, status=outcome.status, error=outcome.error, device=outcome.device,
@@ -73,30 +93,36 @@ def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_
     if outcome.reference:
         result.eager, result.compiled = outcome.reference.eager, outcome.reference.compiled
     report.write_benchmark(job_dir, result, outcome.reference.compiled_error if outcome.reference else "")
+    left = deadline - time.monotonic()
     if result.status != "ok":
         report.write_ncu_skipped(job_dir, version, f"the iteration's status is {result.status}")
     elif not profile:
         report.write_ncu_skipped(job_dir, version, "profiling was not asked for")
+    elif left < 1:
+        report.write_ncu_skipped(job_dir, version, f"no time left of the {timeout_s:.0f} s measurement limit")
     else:
         try:
-            prof = ncu.profile(job_dir, version, [l.kernel for l in config.launches], timeout_s)
+            prof = ncu.profile(job_dir, version, [l.kernel for l in config.launches], left)
             result.kernels = prof.kernels
             report.write_ncu(job_dir, version, prof.kernels, prof.csv, prof.dropped_metrics)
-        except (ncu.NcuError, TimeoutError, ValueError) as e:
+        except (ncu.NcuError, TimeoutError, ValueError) as e:  # ValueError: a CSV pandas cannot read
             report.write_ncu_skipped(job_dir, version, str(e))
     return result
 
 
 def _run_child(job_dir: str, version: int, timeout_s: float) -> RunOutcome:
-    result_path = os.path.join(version_dir(job_dir, version), ".gpu_run.json")
+    """Run the GPU child and classify how it ended: its own verdict if it wrote one, else a timeout
+    (the group was killed) or a death (a crash or a kill before it could write)."""
+    result_path = os.path.join(version_dir(job_dir, version), RESULT_FILE)
     if os.path.exists(result_path):
         os.unlink(result_path)
     try:
-        output = run_in_group([sys.executable, "-m", "workers.measure.gpu_run", job_dir, str(version),
-                                   result_path], timeout_s)
+        output = run_in_group([*gpu_run.COMMAND, job_dir, str(version), result_path], timeout_s)
     except TimeoutError as e:
-        return RunOutcome(status="timeout", error=str(e))
-    if not os.path.exists(result_path):  # the child died before it could say why (a crash, a kill)
-        return RunOutcome(status="error", error=f"the GPU process died: {output.strip()[-1500:]}")
+        if not os.path.exists(result_path):  # else it reported and then stuck on its way out
+            return RunOutcome(status="timeout", error=f"{e} (a hung kernel, or a run slower than the limit)")
+        output = ""
+    if not os.path.exists(result_path):
+        return RunOutcome(status="error", error=f"the GPU process died before it reported: {output.strip()[-1500:]}")
     with open(result_path) as f:
         return RunOutcome.from_json(f.read())

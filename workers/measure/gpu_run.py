@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from workers.atomic import write_text
 from workers.jsonrecord import JsonRecord
 from workers.layout import version_dir
-from workers.measure.launch import TORCH_DTYPES, check_config, pack_args
+from workers.measure.launch import (DEVICE_MALLOC_HINT, TORCH_DTYPES, calls_device_malloc, check_config,
+                                    model_file, pack_args)
 from workers.records import LaunchConfig, Timing
 
+# How the parent starts this module (ncu wraps the same command with --once).
+COMMAND = [sys.executable, "-m", "workers.measure.gpu_run"]
 REFERENCE_FILE = "reference_timing.json"  # eager and torch.compile times, measured once per job and GPU
 
 
@@ -48,8 +51,9 @@ class RunOutcome(JsonRecord):
 
 
 def _classify(exc: BaseException) -> str:
+    """The failure class of an exception from pycuda or torch (their messages carry CUDA's error text)."""
     text = str(exc).lower()
-    if "illegal address" in text or "illegal memory access" in text:
+    if any(s in text for s in ("illegal address", "illegal memory access", "misaligned address")):
         return "illegal_address"
     if "launch" in text or type(exc).__name__ in ("LaunchError", "LogicError"):
         return "launch_error"
@@ -67,9 +71,7 @@ class Runner:
         with open(os.path.join(vdir, "config.json")) as f:
             self.config = LaunchConfig.from_json(f.read())
         check_config(self.config)
-        model_path = self.config.model_path
-        model_path = model_path if os.path.isabs(model_path) else os.path.join(job_dir, model_path)
-        model, inputs = load_model(model_path, self.config.seed)
+        model, inputs = load_model(model_file(job_dir, self.config), self.config.seed)
         torch.cuda.init()
         self.model = model.cuda()
         self.inputs = [x.cuda() for x in inputs]
@@ -78,7 +80,8 @@ class Runner:
         self.context = cuda.Device(torch.cuda.current_device()).retain_primary_context()
         self.context.push()  # pycuda launches into torch's context, on the same (null) stream
         with open(os.path.join(vdir, self.config.ptx_file), "rb") as f:
-            module = cuda.module_from_buffer(f.read())
+            self.ptx = f.read()
+        module = cuda.module_from_buffer(self.ptx)
         self.buffers = self._allocate()
         pointers = {name: t.data_ptr() for name, t in self.buffers.items()}
         self.launches = [(module.get_function(l.kernel), tuple(l.block), tuple(l.grid), l.shared_bytes,
@@ -161,6 +164,7 @@ def main(argv: list[str]) -> int:
     job_dir, version, result_path = argv[0], int(argv[1]), argv[2]
     once = "--once" in argv
     outcome = RunOutcome(status="error")
+    runner = None
     try:
         runner = Runner(job_dir, version)
         outcome.device = runner.device
@@ -178,10 +182,17 @@ def main(argv: list[str]) -> int:
             outcome.time = time_gpu(runner.run)
             outcome.reference = runner.reference(job_dir)
     except Exception as e:  # every failure is recorded for the parent; the process then exits
-        outcome.status, outcome.error = _classify(e), f"{type(e).__name__}: {str(e)[:1000]}"
+        # the first line is CUDA's verdict; torch appends lines of generic debugging advice
+        outcome.status, outcome.error = _classify(e), f"{type(e).__name__}: {(str(e).strip() or '?').splitlines()[0][:1000]}"
+        if outcome.status == "illegal_address" and runner and calls_device_malloc(runner.ptx.decode(errors="replace")):
+            outcome.error += f" ({DEVICE_MALLOC_HINT})"
     write_text(result_path, outcome.to_json(indent=2))
     return 0 if outcome.status == "ok" else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    if code:  # after a fault, teardown would free into a poisoned context (it can hang): skip it
+        sys.stdout.flush()
+        os._exit(code)
+    sys.exit(code)  # a normal exit, so a profiler around this process finishes its work

@@ -5,17 +5,26 @@ Pure functions with no GPU: the GPU child (gpu_run.py) and the CPU tests share t
 from __future__ import annotations
 
 import math
+import os
+import re
 
 import numpy as np
 
 from workers.records import KernelArg, KernelLaunch, LaunchConfig
 
-SCALAR_TYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
-                "i16": np.int16, "i8": np.int8, "i1": np.bool_}
+# MLIR element type -> numpy scalar type of a PTX parameter ("index" is 64-bit on NVPTX64)
+SCALAR_TYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "index": np.int64,
+                "i32": np.int32, "i16": np.int16, "i8": np.int8, "i1": np.bool_}
 TORCH_DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "i64": "int64",
-                "i32": "int32", "i16": "int16", "i8": "int8", "i1": "bool"}
+                "index": "int64", "i32": "int32", "i16": "int16", "i8": "int8", "i1": "bool"}
 # A launch of one thread per block over more blocks than this is the pathology DESIGN.md names.
 PATHOLOGICAL_GRID = 4096
+
+
+# Said with an illegal address when the PTX calls malloc: per-thread scratch that memref.alloc left in
+# a kernel is never freed, so repeated launches exhaust CUDA's 8 MB device heap and malloc returns NULL.
+DEVICE_MALLOC_HINT = ("kernels.ptx calls device malloc and never frees: repeated launches exhaust the 8 MB "
+                      "device heap; keep per-thread scratch static (registers/alloca) in the schedule")
 
 
 class ConfigError(ValueError):
@@ -32,9 +41,18 @@ def _pack(arg: KernelArg, pointers: dict[str, int]):
         if arg.buffer not in pointers:
             raise ConfigError(f"kernel argument names unknown buffer {arg.buffer!r}")
         return np.uintp(pointers[arg.buffer])
-    if arg.kind == "scalar" and arg.dtype in SCALAR_TYPES:
+    if arg.kind == "scalar" and arg.dtype in SCALAR_TYPES and arg.value is not None:
         return SCALAR_TYPES[arg.dtype](arg.value)
-    raise ConfigError(f"cannot pass a {arg.kind} argument of type {arg.dtype}")
+    raise ConfigError(f"cannot pass a {arg.kind} argument of type {arg.dtype} (value {arg.value!r})")
+
+
+def model_file(job_dir: str, config: LaunchConfig) -> str:
+    """config.model_path, relative paths taken from the job folder (where the frontend copies the model)."""
+    return config.model_path if os.path.isabs(config.model_path) else os.path.join(job_dir, config.model_path)
+
+
+def calls_device_malloc(ptx: str) -> bool:
+    return re.search(r"\bcall(?:\.uni)?\s*\([^)]*\),\s*malloc\b", ptx) is not None
 
 
 def pathological_launches(config: LaunchConfig) -> list[str]:
@@ -55,3 +73,7 @@ def check_config(config: LaunchConfig) -> None:
             raise ConfigError(f"output names unknown buffer {out.buffer!r}")
     if not config.launches:
         raise ConfigError("config.json has no kernel launches")
+    for launch in config.launches:
+        if len(launch.grid) != 3 or len(launch.block) != 3 or min(*launch.grid, *launch.block) < 1:
+            raise ConfigError(f"{launch.kernel}: grid {launch.grid} and block {launch.block} need 3 positive sizes each")
+        pack_args(launch, dict.fromkeys(names, 0))  # every argument names a buffer or a packable scalar

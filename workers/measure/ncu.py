@@ -9,11 +9,12 @@ import io
 import os
 import re
 import shutil
-import sys
+import time
 from dataclasses import dataclass
 
 import pandas as pd
 
+from workers.measure import gpu_run
 from workers.measure.process import run_in_group
 from workers.records import KernelMetrics
 
@@ -116,16 +117,20 @@ def profile(job_dir: str, version: int, kernels: list[str], timeout_s: float) ->
     metrics = [*METRICS.values(), SECTORS, REQUESTS]
     dropped: list[str] = []
     names = "|".join(re.escape(k) for k in dict.fromkeys(kernels))
+    deadline = time.monotonic() + timeout_s
     for _ in range(3):  # an ncu that lacks a metric names it; profile again without it
         result_path = os.path.join(job_dir, f"v{version}", ".ncu_run.json")
         cmd = [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--metrics", ",".join(metrics),
-               "--kernel-name", f"regex:^({names})$", sys.executable, "-m", "workers.measure.gpu_run",
-               job_dir, str(version), result_path, "--once"]
-        output = run_in_group(cmd, timeout_s)
+               "--kernel-name", f"regex:^({names})$", *gpu_run.COMMAND, job_dir, str(version), result_path, "--once"]
+        output = run_in_group(cmd, max(1.0, deadline - time.monotonic()))
         unknown = [m for m in _unknown_metrics(output) if m in metrics]
         if not unknown:
-            return Profile(kernels=parse_csv(output), csv="\n".join(l for l in output.splitlines()
-                                                                  if l.startswith('"')), dropped_metrics=dropped)
+            try:
+                kernels = parse_csv(output)
+            except NcuError as e:  # ncu's own ==ERROR== lines (e.g. no access to the counters) say why
+                raise NcuError(f"{e}; ncu said: {output.strip()[-800:]}") from None
+            return Profile(kernels=kernels, csv="\n".join(l for l in output.splitlines() if l.startswith('"')),
+                           dropped_metrics=dropped)
         dropped += unknown
         metrics = [m for m in metrics if m not in unknown]
     raise NcuError(f"ncu keeps refusing metrics: {dropped}")

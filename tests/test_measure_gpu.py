@@ -1,0 +1,99 @@
+"""The measure worker on a real GPU: every failure class recorded cleanly by the parent, which then
+measures a good iteration in the same process. Skipped, with the reason, where there is no GPU or
+no pycuda (the CPU CI machines). Ran on the device tool's H200/H100 (benchmarks/results/measure_h200.md).
+
+The good iteration is elementwise_chain v0 as the compile path produced it (tests/data/measure/
+elementwise_chain_v0); the bad ones are edits of its config.json, plus one deliberately hanging
+kernel (tests/data/measure/spin.ptx, test data only).
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from workers.measure import gpu_unavailable, measure_iteration
+from workers.records import BufferSpec, KernelArg, KernelLaunch, LaunchConfig
+
+DATA = Path(__file__).parent / "data"
+GOOD = DATA / "measure" / "elementwise_chain_v0"
+POC = DATA / "poc_matmul"
+
+pytestmark = pytest.mark.gpu
+if gpu_unavailable():
+    pytestmark = [pytest.mark.gpu, pytest.mark.skip(reason=f"GPU-only: {gpu_unavailable()}")]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> Path:
+    """One job folder for all variants, so eager/torch.compile are timed once (reference_timing.json)."""
+    job = tmp_path_factory.mktemp("measure_gpu") / "elementwise_chain"
+    shutil.copytree(GOOD, job / "v0")
+    shutil.copy(DATA / "zoo" / "elementwise_chain.py", job / "model.py")
+    return job
+
+
+def variant(job: Path, version: int, edit: Callable[[LaunchConfig], None], extra_ptx: str = "") -> None:
+    config = LaunchConfig.from_json((GOOD / "config.json").read_text())
+    edit(config)
+    shutil.copytree(GOOD, job / f"v{version}")
+    (job / f"v{version}" / "config.json").write_text(config.to_json(indent=2))
+    (job / f"v{version}" / "kernels.ptx").write_text((GOOD / "kernels.ptx").read_text() + extra_ptx)
+
+
+def test_an_illegal_address_is_recorded(job):
+    # the input pointer replaced by address 16: the kernel's first load faults
+    variant(job, 1, lambda c: c.launches[0].args.__setitem__(0, KernelArg("scalar", "i64", value=16)))
+    result = measure_iteration(str(job), 1, timeout_s=120)
+    assert result.status == "illegal_address", result.error
+    assert "illegal memory access" in result.error and "\n" not in result.error and "status is illegal_address" in (job / "v1" / "ncu_summary.md").read_text()
+
+
+def test_a_launch_error_is_recorded(job):
+    variant(job, 2, lambda c: setattr(c.launches[0], "block", [2048, 1, 1]))  # over 1024 threads a block
+    result = measure_iteration(str(job), 2, timeout_s=120)
+    assert result.status == "launch_error", result.error
+    assert "invalid argument" in result.error  # seen on the H100: "cuFuncSetBlockShape failed: invalid argument"
+
+
+def test_a_hung_kernel_is_killed_at_the_timeout(job):
+    def spin_first(c: LaunchConfig) -> None:
+        c.buffers.append(BufferSpec("flag", "temporary", "i32", [1], "alloc"))  # zeros: never set
+        c.launches.insert(0, KernelLaunch("spin_until_set", [1, 1, 1], [1, 1, 1], 0, [KernelArg("buffer", "i32", "flag")]))
+
+    variant(job, 3, spin_first, (DATA / "measure" / "spin.ptx").read_text())
+    result = measure_iteration(str(job), 3, timeout_s=20)
+    assert result.status == "timeout", result.error
+    assert "timeout" in (job / "v3" / "benchmark.md").read_text()
+
+
+def test_a_wrong_result_is_recorded(job):
+    variant(job, 4, lambda c: setattr(c.outputs[0], "buffer", "arg0"))  # compare the input to the output
+    result = measure_iteration(str(job), 4, timeout_s=300)
+    assert result.status == "wrong_result" and not result.correct and result.max_abs_err > 1e-3
+    assert "FAIL" in (job / "v4" / "benchmark.md").read_text()
+
+
+def test_after_all_that_a_good_iteration_is_checked_timed_and_profiled(job):
+    result = measure_iteration(str(job), 0, timeout_s=300)
+    assert result.status == "ok" and result.correct, result.error
+    assert result.max_abs_err <= result.atol and result.time.median_us > 0 and result.eager.median_us > 0
+    assert result.time.p20_us <= result.time.median_us <= result.time.p80_us and result.time.runs >= 20
+    (kernel,) = result.kernels
+    assert kernel.kernel == "forward_kernel" and kernel.duration_us > 0 and 0 < kernel.memory_throughput_pct <= 100
+    assert (kernel.grid_size, kernel.block_size) == (64 * 256, 256)
+    benchmark = (job / "v0" / "benchmark.md").read_text()
+    assert "atol=0.0001, rtol=0.0001" in benchmark and "torch.compile" in benchmark
+    assert "gpu__time_duration.sum" in (job / "v0" / "ncu_details.md").read_text()
+
+
+def test_the_first_kernel_from_mlir(tmp_path):
+    job = tmp_path / "poc_matmul"
+    shutil.copytree(POC, job / "v0")
+    shutil.copy(POC / "model.py", job / "model.py")
+    result = measure_iteration(str(job), 0, timeout_s=300)
+    assert result.correct, result.error  # its first launch computes relu(a @ b + c) right
+    # it mallocs per-thread scratch it never frees: repeated timed launches may exhaust the device heap
+    assert result.status == "ok" or (result.status == "illegal_address" and "device malloc" in result.error), result.error
