@@ -1,4 +1,8 @@
-"""`orchestrator experience ...`: query and export the experience log."""
+"""`orchestrator experience ...`: query and export the experience log.
+
+`recommend` and `export` return the text they would print, so other front ends can call them;
+`main` is the argument parser the orchestrator CLI hands its remaining arguments to.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +10,28 @@ import sys
 
 from experience.records import CaseFingerprint
 from experience.store import ExperienceStore
+
+
+def recommend(store: ExperienceStore, op_family: str, loop_ranges: list[int], bottleneck: str,
+              dtype: str = "f32", chip: str = "sm_90a", top: int = 5) -> str:
+    """What worked for similar cases (same op family, dtype and normalised bottleneck; close shapes),
+    best first, one line each; a sentence when nothing matched."""
+    found = store.recommend(CaseFingerprint(op_family, loop_ranges, dtype, chip), bottleneck, top)
+    if not found:
+        return f"no past success for a similar {op_family} case that was {bottleneck}-bound in {store.path}\n"
+    return "".join(f"{r.family:<20} score {r.score:8.3f}  {r.successes}/{r.trials} succeeded\n" for r in found)
+
+
+def export(store: ExperienceStore, fmt: str = "markdown") -> str:
+    """The whole log as a table (pandas): "csv" or a "markdown" pipe table."""
+    frame = store.to_dataframe()
+    if fmt == "csv":
+        return frame.to_csv(index=False)
+    if fmt != "markdown":
+        raise ValueError(f"unknown format {fmt!r}: csv or markdown")
+    rows = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    rows += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(rows) + "\n"
 
 
 def main(argv: list[str]) -> int:
@@ -29,17 +55,7 @@ def main(argv: list[str]) -> int:
             shape = [int(x) for x in args.shape.lower().split("x")]
         except ValueError:
             parser.error(f"--shape {args.shape!r}: expected sizes joined by x, e.g. 256x512")
-        found = store.recommend(CaseFingerprint(args.family, shape, args.dtype, args.chip), args.bottleneck, args.top)
-        if not found:
-            print(f"no past success for a similar {args.family} case that was {args.bottleneck}-bound in {store.path}")
-        for r in found:
-            print(f"{r.family:<20} score {r.score:8.3f}  {r.successes}/{r.trials} succeeded")
-        return 0
-    frame = store.to_dataframe()
-    if args.format == "csv":
-        sys.stdout.write(frame.to_csv(index=False))
+        sys.stdout.write(recommend(store, args.family, shape, args.bottleneck, args.dtype, args.chip, args.top))
     else:
-        rows = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-        rows += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-        print("\n".join(rows))
+        sys.stdout.write(export(store, args.format))
     return 0

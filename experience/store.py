@@ -87,7 +87,7 @@ class ExperienceStore:
 
 
 def _kernel(record: IterationRecord | None, name: str) -> KernelMetrics | None:
-    if record is None:
+    if record is None or record.measure is None:  # the orchestrator's IterationState may be unmeasured
         return None
     return next((k for k in record.measure.kernels if k.kernel == name), None)
 

@@ -14,7 +14,7 @@ GUIDE_PATH = os.path.join(os.path.dirname(__file__), "guide.json")
 class Family:
     name: str
     generator: str
-    touches: str  # "launch" | "memory" | "compute"
+    touches: str  # resource line: "launch" | "memory" | "traffic" | "compute"
     available: bool
     expected: str
     unavailable_reason: str = ""
@@ -31,6 +31,9 @@ class Guide:
     neutral_from_pct: float
     no_gain_iterations: int
     accept_rule: str
+    infra_compile_stages: tuple[str, ...]  # compile stages / measure statuses that are the farm's failures,
+    infra_measure_statuses: tuple[str, ...]  # not the schedule's: such a hypothesis may be retried
+    infra_retries: int
 
     def route(self, bottleneck: str, op_family: str) -> list[str]:
         by_family = self.routes.get(bottleneck, self.routes["unknown"])
@@ -52,4 +55,7 @@ def load(path: str = GUIDE_PATH) -> Guide:
                  rule_classes={r["rule"]: r["class"] for r in raw["classification"]}, routes=routes,
                  families=families, success_above_pct=raw["outcome"]["success_above_pct"],
                  neutral_from_pct=raw["outcome"]["neutral_from_pct"],
-                 no_gain_iterations=raw["stop"]["no_gain_iterations"], accept_rule=raw["accept_rule"])
+                 no_gain_iterations=raw["stop"]["no_gain_iterations"], accept_rule=raw["accept_rule"],
+                 infra_compile_stages=tuple(raw["infrastructure"]["compile_stages"]),
+                 infra_measure_statuses=tuple(raw["infrastructure"]["measure_statuses"]),
+                 infra_retries=raw["infrastructure"]["retries"])

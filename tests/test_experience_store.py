@@ -6,7 +6,7 @@ import sys
 
 from experience.records import CaseFingerprint, Outcome
 from experience.store import ExperienceStore, normalise, outcome_of
-from rules import advise
+from rules import advise, hypothesis_text
 from rules.records import Hypothesis, IterationRecord
 from test_rules_advisor import MATMUL, hand_written, matmul_schedule, request_for
 from workers.records import CompileResult, MeasureResult, ScheduleEdit, ScheduleParams, Timing
@@ -48,9 +48,15 @@ def test_bottleneck_names_are_normalised():
 def test_past_success_reorders_the_advisors_route(tmp_path):
     store = ExperienceStore(str(tmp_path / "log.jsonl"))
     req = request_for(MATMUL, matmul_schedule(), [hand_written(waves=0.2, sm=3, mem=4)])
-    assert advise(req).hypothesis.family == "more_blocks"
+    plain = advise(req)
+    assert plain.hypothesis.family == "more_blocks"
+    assert "experience priors: none used" in hypothesis_text(plain, req)
     store.record(outcome("register_tiling", "success", 2.0))
-    assert advise(req, store).hypothesis.family == "register_tiling"
+    d = advise(req, store)
+    assert d.hypothesis.family == "register_tiling"
+    prior = next(e for e in d.evidence if e.rule == "experience_prior")
+    assert prior.metrics == {"register_tiling": 2.0}
+    assert "[experience_prior]" in hypothesis_text(d, req) and "1/1 succeeded" in hypothesis_text(d, req)
 
 
 def test_outcome_of_an_iteration(tmp_path):
@@ -63,6 +69,8 @@ def test_outcome_of_an_iteration(tmp_path):
     o = outcome_of(req.model, req.history[0], after)
     assert (o.fingerprint.op_family, o.bottleneck, o.outcome, o.speedup) == ("matmul", "latency", "success", 2.0)
     assert o.metrics_before is not None and o.dominant_stall == "n/a"
+    after.measure = None  # the orchestrator's IterationState before (or without) a measurement
+    assert outcome_of(req.model, req.history[0], after).metrics_after is None
 
 
 def test_cli_recommend_and_export(tmp_path):
@@ -74,3 +82,14 @@ def test_cli_recommend_and_export(tmp_path):
     assert rec.returncode == 0 and "register_tiling" in rec.stdout
     exp = run("export", "--format", "csv")
     assert exp.returncode == 0 and exp.stdout.splitlines()[0].startswith("model,op_family")
+
+
+def test_cli_functions_return_what_they_print(tmp_path):
+    from experience import cli
+
+    store = ExperienceStore(str(tmp_path / "log.jsonl"))
+    store.record(outcome("register_tiling", "success", 1.5))
+    assert cli.recommend(store, "matmul", [1024, 1024, 1024], "latency").startswith("register_tiling")
+    assert "no past success" in cli.recommend(store, "matmul", [1024, 1024, 1024], "memory")
+    table = cli.export(store, "markdown").splitlines()
+    assert table[0].startswith("| model | op_family") and len(table) == 3

@@ -58,6 +58,7 @@ def matmul_schedule(**kw) -> OpSchedule:
     (dict(sm=70, mem=72), ("near_limits", "near_limits")),
     (dict(sm=65, mem=30, achieved=20, theoretical=100), ("compute", "compute_bound")),
     (dict(sm=50, mem=55, achieved=20, theoretical=100), ("occupancy", "occupancy_bound")),
+    (dict(sm=20, mem=20, achieved=30, theoretical=37.5), ("occupancy", "register_limited")),
     (dict(sm=30, mem=35, achieved=95), ("latency", "latency_bound")),
     (dict(sm=61, mem=55, achieved=95), ("unknown", "unclassified")),
 ])
@@ -96,7 +97,7 @@ def test_memory_bound_elementwise_widens_the_thread_tile_then_vectorizes():
 
 
 def test_compute_bound_matmul_skips_tensor_cores_that_cannot_be_expressed():
-    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(sm=85, mem=30)]))
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(sm=75, mem=30)]))
     assert d.hypothesis.family == "register_tiling"
     assert any(e.rule == "not_expressible" and "tensor_cores" in e.text for e in d.evidence)
 
@@ -174,3 +175,118 @@ def test_hypothesis_text_carries_evidence_and_rule_version():
     text = hypothesis_text(advise(req), req)
     assert "more_blocks" in text and "small_grid" in text and rules.RULES_VERSION in text
     assert "waves_per_sm=0.2" in text and "accept/reject" in text
+
+
+def test_the_engine_runs_on_its_own_host_without_durables_dispatcher_thread():
+    import durable.lang
+
+    for _ in range(3):
+        classify([hand_written(sm=20, mem=75), hand_written(sm=85, mem=30, name="k1")], load())
+    assert durable.lang._main_host is None, "durable.lang's shared host runs actions from a timer thread"
+    assert isinstance(engine._host, engine._SyncHost)
+
+
+def test_saturated_memory_line_is_stopped_but_traffic_reduction_is_not():
+    """hand_written: memory-bound elementwise kernel at 85% memory SOL (over the 80% saturation)."""
+    schedule = OpSchedule(0, "elementwise", [4, 64], [1, 1], fuse_producers=False)
+    d = advise(request_for(ELEMENTWISE, schedule, [hand_written(sm=20, mem=85)]))
+    assert d.hypothesis.family == "fusion", "wider_thread_tile and vectorize work on the saturated memory line"
+    assert {e.rule for e in d.evidence} >= {"memory_line_saturated"}
+    schedule.fuse_producers = True
+    d = advise(request_for(ELEMENTWISE, schedule, [hand_written(sm=20, mem=85)]))
+    assert d.action == "stop" and d.stop_reason.startswith("resource saturated")
+    d = advise(request_for(ELEMENTWISE, schedule, [hand_written(sm=20, mem=75)]))
+    assert d.hypothesis.family == "wider_thread_tile", "under 80% the memory line is open"
+
+
+def test_saturated_compute_line_stops_register_tiling():
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(sm=85, mem=30)]))
+    assert d.action == "stop" and d.stop_reason.startswith("resource saturated")
+    assert any(e.rule == "compute_line_saturated" and "register_tiling" in e.text for e in d.evidence)
+
+
+def test_a_rejected_edit_is_not_retried_under_another_family_name():
+    same_edit = Hypothesis("wider_thread_tile", ScheduleEdit(0, "thread_tile", [4, 8, 0]), "", "")
+    d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(sm=75, mem=30)], rejected=[same_edit]))
+    assert d.action == "stop" and "no route left" in d.stop_reason, "register_tiling would make the same edit"
+
+
+def _tried(request: AdviceRequest, hypothesis: Hypothesis, compile_stage: str = "done",
+           measure_status: str = "ok", outcome: str = "failure") -> None:
+    """Append a history iteration that tried `hypothesis` and ended as given."""
+    v = len(request.history)
+    compiled = CompileResult(v, compile_stage == "done", compile_stage, kernel_ops=[0])
+    measured = MeasureResult(v, measure_status, correct=measure_status == "ok", time=Timing(120.0, 119.0, 121.0, 5))
+    request.history.append(IterationRecord(v, request.current, compiled, measured, hypothesis, outcome))
+
+
+MORE_BLOCKS = Hypothesis("more_blocks", ScheduleEdit(0, "block_tile", [64, 32, 0]), "", "")
+
+
+def test_infrastructure_failures_may_be_retried_once_schedule_failures_never():
+    latency = [hand_written(waves=0.2, sm=3, mem=4)]
+    req = request_for(MATMUL, matmul_schedule(), latency, rejected=[MORE_BLOCKS])
+    _tried(req, MORE_BLOCKS, compile_stage="task")  # the compile task was lost
+    assert advise(req).hypothesis.edit == MORE_BLOCKS.edit
+    _tried(req, MORE_BLOCKS, measure_status="timeout")
+    assert advise(req).hypothesis.edit != MORE_BLOCKS.edit, "a second infrastructure failure uses up the retry"
+    req = request_for(MATMUL, matmul_schedule(), latency)
+    _tried(req, MORE_BLOCKS, compile_stage="ptxas")  # the schedule's own fault, even if not listed as rejected
+    assert advise(req).hypothesis.edit != MORE_BLOCKS.edit
+
+
+def test_infrastructure_failures_do_not_count_as_iterations_without_gain():
+    latency = [hand_written(waves=0.2, sm=3, mem=4)]
+    req = request_for(MATMUL, matmul_schedule(), latency, history_outcomes=("failure", "failure"))
+    _tried(req, Hypothesis("vectorize", ScheduleEdit(0, "vectorize", True), "", ""), measure_status="error")
+    assert advise(req).action == "continue"
+    _tried(req, Hypothesis("more_threads", ScheduleEdit(0, "thread_tile", [2, 4, 0]), "", ""))
+    assert "no explained gain" in advise(req).stop_reason
+
+
+def test_is_infrastructure_failure():
+    from rules.outcome import is_infrastructure_failure
+
+    ok = CompileResult(1, True, "done")
+    assert is_infrastructure_failure(CompileResult(1, False, "task"), None)
+    assert not is_infrastructure_failure(CompileResult(1, False, "ptxas"), None)
+    assert is_infrastructure_failure(ok, MeasureResult(1, "timeout"))
+    assert is_infrastructure_failure(ok, MeasureResult(1, "error"))
+    assert not is_infrastructure_failure(ok, MeasureResult(1, "wrong_result"))
+    assert not is_infrastructure_failure(ok, MeasureResult(1, "ok", correct=True))
+
+
+def test_kernel_to_op_mapping_and_its_fallbacks():
+    from rules.kernels import kernel_op_indices
+
+    ew = OpInfo(1, "linalg.generic", "elementwise", [1024, 1024], ["parallel", "parallel"], "f32")
+    model = ModelInfo("m", "m.py", [MATMUL, ew], [[1]], ["float32"], [], [[1]], 0.1)
+    params = ScheduleParams(ops=[OpSchedule(1, "elementwise", [4, 64], [1, 1]), matmul_schedule()])
+    two, three = [hand_written(name=f"k{i}") for i in range(2)], [hand_written(name=f"k{i}") for i in range(3)]
+    assert kernel_op_indices(two, CompileResult(0, True, "done", kernel_ops=[0, 1]), params, model) == [0, 1]
+    assert kernel_op_indices(two, CompileResult(0, True, "done"), params, model) == [1, 0], "schedule order"
+    assert kernel_op_indices(three, CompileResult(0, True, "done", kernel_ops=[0, 1]), params, model) == [0, 0, 0], \
+        "counts differ: the heaviest family's op"
+
+
+def test_kernels_without_a_launch_map_still_get_advice():
+    req = request_for(MATMUL, matmul_schedule(), [hand_written(waves=0.2, sm=3, mem=4), hand_written(name="k1")])
+    req.history[0].compile.kernel_ops = []  # an older compile record, and ncu saw two launches for one op
+    d = advise(req)
+    assert d.action == "continue" and d.hypothesis.edit.op_index == 0 and d.hypothesis.kernel == "k0"
+
+
+@pytest.mark.parametrize("base, outcome", [(105.0, "neutral"), (105.001, "success"), (102.0, "neutral"),
+                                           (101.999, "failure")])
+def test_outcome_exact_boundaries(base, outcome):
+    """Exactly 5% faster is not 'more than 5%'; exactly 2% is neutral (float noise must not decide)."""
+    got, _ = classify_outcome(MeasureResult(0, "ok", correct=True, time=Timing(base, base, base, 5)),
+                              MeasureResult(1, "ok", correct=True, time=Timing(100.0, 100.0, 100.0, 5)))
+    assert got == outcome
+
+
+def test_decision_json_is_identical_for_the_same_inputs_across_classes():
+    for kernels in ([hand_written(sm=20, mem=85)], [hand_written(sm=75, mem=30), hand_written(waves=0.2, name="k1")]):
+        req = request_for(MATMUL, matmul_schedule(), kernels)
+        first = advise(req).to_json()
+        assert all(advise(AdviceRequest.from_json(req.to_json())).to_json() == first for _ in range(3))
