@@ -27,6 +27,10 @@ def _num(v) -> str:
     return "n/a" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
 
 
+def _err(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3g}"
+
+
 def _write_reason(job_dir: str, version: int, names: tuple[str, ...], what: str, reason: str) -> None:
     for name in names:
         write_text(os.path.join(version_dir(job_dir, version), name),
@@ -47,7 +51,8 @@ def write_benchmark(job_dir: str, result: MeasureResult, compiled_error: str = "
         f"- status: **{result.status}**" + (f": {result.error}" if result.error else ""),
         f"- correctness: {'pass' if result.correct else 'FAIL' if result.max_abs_err is not None else 'n/a'}; "
         f"tolerance {tolerance}",
-        f"- max abs error: {_num(result.max_abs_err)}; max rel error: {_num(result.max_rel_err)}",
+        f"- max abs error: {_err(result.max_abs_err)}; max rel error: {_err(result.max_rel_err)} "
+        "(against the model run in float64)",
         "- timing: median of CUDA-event runs after warm-up, L2 flushed (256 MB write) before each run", "",
         "| what | median us (p20, p80) | speedup of ours |", "|---|---|---|",
         f"| ours (kernels.ptx) | {_us(result.time)} | 1.000x |",

@@ -1,0 +1,16 @@
+"""Row sums of 8192x8192 f32 (256 MB read): memory-bound target line."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.sum(dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(8192, 8192)]
+
+
+def get_init_inputs():
+    return []
