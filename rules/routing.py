@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import OpInfo, OpSchedule, ScheduleEdit
+from workers.records import OpInfo, OpSchedule, ScheduleEdit, default_split_factor
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 V0_REDUCTION_TILE = 8
@@ -61,6 +61,18 @@ def set_reduction_tile(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Schedu
     return ScheduleEdit(s.op_index, "reduction_tile", V0_REDUCTION_TILE)
 
 
+def split_reduction(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    """Many threads per output of a reduction: split its loop (v0's factor), or split it twice as finely
+    once it is split."""
+    extents = [r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "reduction"]
+    if len(extents) != 1:
+        return None  # several reduction loops, or the reduction is a fused producer whose extent op lacks
+    factor = s.split_reduction * 2 if s.split_reduction else default_split_factor(extents[0])
+    if factor < 2 or extents[0] % factor:
+        return None
+    return ScheduleEdit(s.op_index, "split_reduction", factor)
+
+
 def enable_vectorize(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     if s.vectorize or (has_reduction and not s.reduction_tile):
         return None  # a reduction is vectorized only once its loop is tiled (reduction_tiling first)
@@ -76,7 +88,10 @@ def enable_promote(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEd
 
 
 def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    return None if s.tensor_core != "none" else ScheduleEdit(s.op_index, "tensor_core", "mma_sync")
+    # the compile stage has mma.sync for f16 operands only (no tf32 yet): an f32 model's kernel computes in f32
+    if s.tensor_core != "none" or op.dtype != "f16":
+        return None
+    return ScheduleEdit(s.op_index, "tensor_core", "mma_sync")
 
 
 GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]] = {
@@ -84,6 +99,7 @@ GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]]
     "halve_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 0.5),
     "double_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 2),
     "set_reduction_tile": set_reduction_tile,
+    "split_reduction": split_reduction,
     "enable_vectorize": enable_vectorize,
     "enable_fusion": enable_fusion,
     "enable_promote": enable_promote,

@@ -58,7 +58,8 @@ def test_reduction_tile_and_fp_contraction_reach_the_ptx(jobs):
 
 
 @pytest.mark.parametrize("field, value, reason", [
-    ("tensor_core", "mma_sync", "not expressible"),
+    ("tensor_core", "mma_sync", "mma_sync takes f16 x f16 -> f16/f32 matmuls; op 1 is f32 x f32 -> f32"),
+    ("promote_shared", True, "not expressible"),
     ("thread_tile", [1, 1, 0], "exceed 1024"),
 ])
 def test_unsupported_or_invalid_knobs_fail_at_the_schedule_stage(jobs, field, value, reason):
@@ -70,8 +71,8 @@ def test_unsupported_or_invalid_knobs_fail_at_the_schedule_stage(jobs, field, va
 
 def test_pass_pipeline_text_round_trips():
     text = "pre_schedule: builtin.module(cse)\npost_schedule: builtin.module(canonicalize)\n" \
-           "fp_contract: off\nlowering: builtin.module(x)\n"
+           "tensor_cores: gpu.func(cse)\nfp_contract: off\nlowering: builtin.module(x)\n"
     pipeline = PassPipeline.from_text(text)
-    assert not pipeline.fp_contract and pipeline.to_text() == text
+    assert not pipeline.fp_contract and pipeline.tensor_cores == "gpu.func(cse)" and pipeline.to_text() == text
     with pytest.raises(ValueError):
         PassPipeline.from_text("pre_schedule: builtin.module(cse)\n")

@@ -3,6 +3,7 @@ plus the launch config a GPU worker runs it from. Real torch-mlir, real MLIR pas
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -152,3 +153,37 @@ def test_frontend_errors_name_the_file_and_the_cause(tmp_path, model, cause):
         lower_model(str(BAD / model), str(tmp_path / "job"))
     assert model in str(err.value) and cause in str(err.value)
     assert "\n" not in str(err.value).strip()
+
+
+# outputs of each zoo model's reductions (rows): one thread each before the split strategy
+REDUCTION_OUTPUTS = {"softmax": 512, "layernorm": 512, "reduce_mean": 64 * 128}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTION_OUTPUTS))
+def test_v0_reductions_are_split_over_many_threads_per_output(compiled, name):
+    """Each row reduction of v0 is split: a partial-reduction kernel with `split` threads per output
+    runs before the group's kernel, which merges the partials (ptxas and the host check are the
+    parametrized tests above, on the same v0)."""
+    _, job, result = compiled[name]
+    splits = [int(f) for f in re.findall(r"split_factor = (\d+)", (job / "v0" / "transform.mlir").read_text())]
+    # a split group's anchor has two launches: the partial reduction, then the merge
+    partials = [i for i, op in enumerate(result.kernel_ops) if result.kernel_ops[i + 1:i + 2] == [op]]
+    assert splits and len(partials) == len(splits), "v0 of a row reduction uses the split strategy"
+    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+    threads = [math.prod(launch.grid) * math.prod(launch.block) for launch in config.launches]
+    for partial, split in zip(partials, splits):
+        assert threads[partial] == REDUCTION_OUTPUTS[name] * split >= 16 * REDUCTION_OUTPUTS[name]
+
+
+@pytest.mark.parametrize("model, split, reason", [
+    ("reduce_mean", 3, "must be at least 2 and divide the reduction loop extent 512"),
+    ("reduce_mean", 1, "must be at least 2"),
+    ("elementwise_chain", 4, "needs a reduction in the kernel"),
+])
+def test_bad_split_factor_fails_at_the_schedule_stage(compiled, model, split, reason):
+    _, job, _ = compiled[model]
+    params = initial_params(str(job))
+    params.ops[-1].split_reduction = split
+    shutil.rmtree(job / "v7", ignore_errors=True)
+    result = compile_iteration(str(job), 7, params)
+    assert not result.ok and result.stage == "schedule" and reason in result.error, result.error

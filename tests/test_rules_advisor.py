@@ -3,6 +3,7 @@ recorded on the H200 (tests/data/measure, parsed by the measure worker) or hand-
 marked `hand_written` below."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from rules import advise, classify_outcome, hypothesis_text
 from rules import engine
 from rules.engine import classify
 from rules.guide import load
+from rules.routing import GENERATORS
 from rules.records import AdviceRequest, Hypothesis, IterationRecord
 from workers.measure.ncu import parse_csv
 from workers.records import (CompileResult, KernelMetrics, MeasureResult, ModelInfo, OpInfo, OpSchedule,
@@ -96,10 +98,13 @@ def test_memory_bound_elementwise_widens_the_thread_tile_then_vectorizes():
     assert d2.hypothesis.family == "vectorize", "a rejected hypothesis is not retried"
 
 
-def test_compute_bound_matmul_skips_tensor_cores_that_cannot_be_expressed():
+def test_compute_bound_f16_matmul_goes_to_tensor_cores_and_f32_to_register_tiling():
+    f16 = dataclasses.replace(MATMUL, dtype="f16")
+    d = advise(request_for(f16, matmul_schedule(), [hand_written(sm=75, mem=30)]))
+    assert (d.hypothesis.family, d.hypothesis.edit.field, d.hypothesis.edit.value) == \
+        ("tensor_cores", "tensor_core", "mma_sync")
     d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(sm=75, mem=30)]))
-    assert d.hypothesis.family == "register_tiling"
-    assert any(e.rule == "not_expressible" and "tensor_cores" in e.text for e in d.evidence)
+    assert d.hypothesis.family == "register_tiling", "mma.sync has no f32 (tf32) path yet"
 
 
 def test_no_compute_change_when_memory_sol_is_saturated():
@@ -290,3 +295,15 @@ def test_decision_json_is_identical_for_the_same_inputs_across_classes():
         req = request_for(MATMUL, matmul_schedule(), kernels)
         first = advise(req).to_json()
         assert all(advise(AdviceRequest.from_json(req.to_json())).to_json() == first for _ in range(3))
+
+
+def test_parallel_reduction_splits_a_row_reduction_then_splits_it_finer():
+    row_sum = OpInfo(2, "linalg.generic", "reduction", [512, 4096], ["parallel", "reduction"], "f32")
+    schedule = OpSchedule(2, "reduction", [256, 0], [1, 0])
+    assert "parallel_reduction" in load().route("latency", "reduction")
+    first = GENERATORS["split_reduction"](schedule, row_sum, True)
+    assert (first.field, first.value) == ("split_reduction", 64)
+    schedule.split_reduction = 64
+    assert GENERATORS["split_reduction"](schedule, row_sum, True).value == 128
+    elementwise = OpInfo(3, "linalg.generic", "elementwise", [64, 128], ["parallel", "parallel"], "f32")
+    assert GENERATORS["split_reduction"](OpSchedule(3, "reduction", [4, 64], [1, 1]), elementwise, True) is None

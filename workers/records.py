@@ -70,6 +70,20 @@ class OpSchedule(JsonRecord):
     promote_shared: bool = False  # structured.promote the reduction-tile operands to shared memory
     tensor_core: str = "none"  # "none" | "mma_sync"
     fuse_producers: bool = True  # fuse elementwise/fill producers into this op's forall
+    # split the kernel's reduction (one loop of extent K) into this many partial reductions per output:
+    # a first kernel gives each partial (K/split elements) its own thread, the kernel itself then merges
+    # the partials (0 = one thread reduces all K elements of an output)
+    split_reduction: int = 0
+
+
+def default_split_factor(extent: int) -> int:
+    """The split_reduction of a reduction loop: the largest power of two that divides its extent and is
+    at most its square root, so that the partial loops (extent / split) and the merge loop (split) are
+    both short."""
+    split = 1
+    while extent % (split * 2) == 0 and (split * 2) ** 2 <= extent:
+        split *= 2
+    return split
 
 
 @dataclass

@@ -7,7 +7,7 @@ records agree without annotating the payload.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workers.compile import mlir
 from workers.compile.pipeline import PREPARE_STEPS
@@ -26,6 +26,7 @@ class LinalgOpFacts:
     init_producer: int | None  # linalg op defining the (first) init operand, e.g. a linalg.fill
     n_inputs: int  # operand index of the first init
     single_use: bool  # its result has exactly one use
+    input_dtypes: list[str] = field(default_factory=list)  # element type per input operand
 
 
 def _is_contraction(generic) -> bool:
@@ -112,5 +113,7 @@ def analyze(payload_text: str, pre_pipeline: str) -> list[LinalgOpFacts]:
                 init_producer=producers[n_inputs] if len(producers) > n_inputs else None,
                 n_inputs=n_inputs,
                 single_use=len(list(result.uses)) == 1,
+                input_dtypes=[str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)
+                              else str(v.type) for v in o.operands[:n_inputs]],
             ))
         return facts

@@ -11,7 +11,7 @@ from workers.compile import mlir
 from workers.compile.analysis import analyze
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
-from workers.compile.schedule import ScheduleError, emit_transform, group_family, initial_params_for
+from workers.compile.schedule import ScheduleError, emit_transform, initial_params_for
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
 
@@ -72,10 +72,10 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
     pipeline = default_pipeline(params.chip, params.fuse_elementwise)
     write_text(os.path.join(vdir, "pass_pipeline.txt"), pipeline.to_text())
     facts = analyze(payload_text, pipeline.pre_schedule)
-    transform_text, groups = emit_transform(facts, params)
+    transform_text, kernels = emit_transform(facts, params)
     write_text(os.path.join(vdir, "transform.mlir"), transform_text)
-    result.kernel_ops = [g.anchor for g in groups]
-    result.kernel_families = [group_family(g, facts) for g in groups]
+    result.kernel_ops = [k.anchor for k in kernels]
+    result.kernel_families = [k.family for k in kernels]
 
     with mlir.context():
         result.stage = "transform"
@@ -83,11 +83,13 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.run_pipeline(module, pipeline.pre_schedule)
         mlir.apply_transform(module, mlir.parse(transform_text, "transform.mlir"))
         mlir.run_pipeline(module, pipeline.post_schedule)
+        mlir.run_on_contracting_kernels(module, pipeline.tensor_cores)
         write_text(os.path.join(vdir, "gpu.mlir"), str(module))
         result.stage = "host-check"
         launches = LaunchSequence(module, info).read()
         merge_kernel_modules(module)
         result.stage = "lowering"
+        mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
         if pipeline.fp_contract:
             mlir.allow_fp_contraction(module)

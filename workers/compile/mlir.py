@@ -10,6 +10,7 @@ from typing import Iterator
 
 from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401  (re-exported)
 from numba_cuda_mlir._mlir.dialects import gpu as gpu_dialect
+from numba_cuda_mlir._mlir.dialects import memref as memref_dialect
 from numba_cuda_mlir._mlir.dialects.transform import interpreter
 
 
@@ -49,6 +50,31 @@ def apply_transform(payload: ir.Module, transform_module: ir.Module) -> None:
         raise MlirError(f"the transform schedule failed: {e}") from None
 
 
+def _contains(op, name: str) -> bool:
+    found = []
+
+    def visit(inner):
+        if inner.name == name:
+            found.append(inner)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    op.operation.walk(visit)
+    return bool(found)
+
+
+def run_on_contracting_kernels(module: ir.Module, pipeline: str) -> None:
+    """Run `pipeline` (anchored on gpu.func) on each kernel that still holds a vector.contract."""
+    kernels = [f for m in module.body.operations if m.operation.name == "gpu.module"
+               for f in m.regions[0].blocks[0].operations if f.operation.name == "gpu.func"]
+    for kernel in kernels:
+        if _contains(kernel, "vector.contract"):
+            try:
+                passmanager.PassManager.parse(pipeline).run(kernel.operation)
+            except (ir.MLIRError, ValueError) as e:
+                raise MlirError(f"pass pipeline {pipeline!r} failed: {e}") from None
+
+
 def main_func(module: ir.Module):
     funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
     if len(funcs) != 1:
@@ -84,9 +110,37 @@ def _kernel_ops(module: ir.Module, name: str) -> list:
     return found
 
 
+WORKGROUP = "#gpu.address_space<workgroup>"
+
+
+def _in_workgroup_memory(alloc) -> bool:
+    return str(ir.MemRefType(alloc.results[0].type).memory_space) == WORKGROUP
+
+
+def workgroup_allocs_to_shared(module: ir.Module) -> None:
+    """A memref.alloc in workgroup memory inside a kernel is a tile the whole block shares (a
+    tensor-core kernel's accumulator tile); device malloc cannot give shared memory, so it becomes
+    a `.shared` array: a memref.global of the kernel module read through memref.get_global."""
+    for n, alloc in enumerate(a for a in _kernel_ops(module, "memref.alloc") if _in_workgroup_memory(a)):
+        kernel_module = alloc.parent
+        while kernel_module.name != "gpu.module":
+            kernel_module = kernel_module.parent
+        memref_type = alloc.results[0].type
+        name = f"__farm_shared_{n}"
+        alignment = alloc.attributes["alignment"] if "alignment" in alloc.attributes else None
+        with ir.InsertionPoint.at_block_begin(kernel_module.regions[0].blocks[0]), alloc.location:
+            memref_dialect.GlobalOp(name, ir.TypeAttr.get(memref_type), sym_visibility="private",
+                                    alignment=alignment)
+        with ir.InsertionPoint(alloc), alloc.location:
+            shared = memref_dialect.GetGlobalOp(memref_type, name)
+        alloc.results[0].replace_all_uses_with(shared.result)
+        alloc.erase()
+
+
 def scratch_to_stack(module: ir.Module) -> None:
     """A memref.alloc inside a kernel is per-thread scratch (e.g. a fused producer's tile); as an
-    alloca it lives in registers/local memory instead of calling device malloc."""
+    alloca it lives in registers/local memory instead of calling device malloc. Run it after
+    `workgroup_allocs_to_shared`."""
     for alloc in _kernel_ops(module, "memref.alloc"):
         if alloc.operands:
             raise MlirError("a kernel needs per-thread scratch of dynamic size; use tiles that divide the "

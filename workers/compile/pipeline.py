@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from workers.jsonrecord import JsonRecord
 
 # Steps every schedule starts with: tensor.pad becomes a fill plus a linalg.copy into the padded
-# buffer, so that the padding runs in a kernel instead of a memref.copy on the host.
+# buffer, so that the padding runs in a kernel instead of a memref.copy on the host; unit dims of
+# generic ops are folded away.
 PREPARE_STEPS = [
     '%pads = transform.structured.match ops{["tensor.pad"]} in %func : (!transform.any_op) -> !transform.any_op',
     "%pads_dps = transform.structured.rewrite_in_destination_passing_style %pads "
@@ -19,7 +20,14 @@ PREPARE_STEPS = [
     '%inserts = transform.structured.match ops{["tensor.insert_slice"]} in %func '
     ": (!transform.any_op) -> !transform.any_op",
     "%pad_copies = transform.structured.insert_slice_to_copy %inserts : (!transform.any_op) -> !transform.any_op",
+    # Unit dims dropped (a keepdim row reduction writes tensor<Nx1> through the map (d0, d1) -> (d0, 0)):
+    # structured.split_reduction misreads a constant in an output map and builds invalid IR.
+    "transform.apply_patterns to %func { transform.apply_patterns.linalg.fold_unit_extent_dims_via_reshapes "
+    "transform.apply_patterns.canonicalization } : !transform.any_op",
 ]
+
+
+TENSOR_CORE_PASSES = "gpu.func(convert-vector-to-gpu{use-nvgpu=true},canonicalize)"
 
 
 @dataclass
@@ -28,10 +36,15 @@ class PassPipeline(JsonRecord):
     post_schedule: str  # after transform.mlir: outline kernels, lower what is inside them to loops
     lowering: str  # gpu.module -> NVVM -> PTX (and the host side to LLVM)
     fp_contract: bool = True  # let multiply-add pairs in kernels become FMA, as nvcc --fmad=true does
+    # on each kernel (gpu.func) that the schedule left vector.contracts in, i.e. a tensor-core kernel
+    # (other schedules lower theirs to FMAs): they become nvgpu.mma.sync. Only there, as the pass
+    # fails on scalar arithmetic that it mistakes for MMA fragments.
+    tensor_cores: str = TENSOR_CORE_PASSES
 
     def to_text(self) -> str:
         return (f"pre_schedule: {self.pre_schedule}\n"
                 f"post_schedule: {self.post_schedule}\n"
+                f"tensor_cores: {self.tensor_cores}\n"
                 f"fp_contract: {'on' if self.fp_contract else 'off'}\n"
                 f"lowering: {self.lowering}\n")
 
@@ -46,7 +59,8 @@ class PassPipeline(JsonRecord):
         if missing:
             raise ValueError(f"pass_pipeline.txt lacks the phases {sorted(missing)}")
         return cls(**{k: phases[k] for k in ("pre_schedule", "post_schedule", "lowering")},
-                   fp_contract=phases.get("fp_contract", "on") == "on")
+                   fp_contract=phases.get("fp_contract", "on") == "on",
+                   tensor_cores=phases.get("tensor_cores", TENSOR_CORE_PASSES))
 
 
 def libdevice_path() -> str | None:

@@ -4,6 +4,10 @@ Each kernel is one "group": an anchor op tiled to a grid of blocks and then to t
 fill that initialises it and (optionally) one producer fused into both levels. The script is
 generated against the payload after the pre-schedule pipeline and addresses ops by their position
 among the function's linalg ops.
+
+A group whose schedule sets split_reduction launches twice: structured.split_reduction turns its
+reduction into partial reductions (their own kernel, many threads per output) and a merge of the
+partials that takes the reduction's place in the group's kernel.
 """
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ from dataclasses import dataclass
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
-from workers.records import OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
+from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
+                                        plan_mma)
+from workers.records import OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor
 
 MAX_THREADS = 1024
 TARGET_THREADS = 256
@@ -34,8 +40,51 @@ class Group:
     fills: list[tuple[int, int]]  # (op whose init the fill is, that init's operand index)
 
 
+@dataclass
+class Kernel:
+    """One launch, in launch order: a group's kernel, or the partial-reduction kernel that its
+    split_reduction runs first. Both are tuned through the group's schedule (the anchor's)."""
+
+    anchor: int
+    family: str
+    block: list[int]  # thread block shape [x, y, z]
+    partial: bool = False
+
+
 def _largest_divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
+
+
+# A reduction is split over many threads per output when one thread per output leaves the GPU nearly
+# idle (an H200 keeps 132 x 2048 threads resident) and each thread would loop over a long row.
+SPLIT_MAX_OUTPUTS = 1 << 16
+SPLIT_MIN_EXTENT = 256
+PARTIAL_LOADS = 8  # elements a thread of a partial-reduction kernel loads at once
+
+
+def _reduction_extents(op: OpInfo) -> list[int]:
+    return [r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "reduction"]
+
+
+def _wants_split(op: OpInfo) -> bool:
+    """A row-like reduction (not a named matmul/conv/pooling, which v0 tiles otherwise) with few outputs
+    and a long reduction loop."""
+    extents = _reduction_extents(op)
+    outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
+    return op.name == "linalg.generic" and len(extents) == 1 and extents[0] >= SPLIT_MIN_EXTENT \
+        and outputs <= SPLIT_MAX_OUTPUTS
+
+
+def partial_reduction_op(op: OpInfo, split: int) -> OpInfo:
+    """The partial reduction that structured.split_reduction (inner_parallel) makes of `op`: its
+    reduction loop r of extent K becomes loops (K / split, reduction) and (split, parallel) at r, r + 1;
+    partial p of an output reduces elements p, p + split, p + 2 split..., so neighbouring threads read
+    neighbouring elements."""
+    r = op.iterator_types.index("reduction")
+    ranges = op.loop_ranges[:r] + [op.loop_ranges[r] // split, split] + op.loop_ranges[r + 1:]
+    iterators = op.iterator_types[:r] + ["reduction", "parallel"] + op.iterator_types[r + 1:]
+    return OpInfo(index=op.index, name=op.name, family="reduction", loop_ranges=ranges, iterator_types=iterators,
+                  dtype=op.dtype, flops=op.flops)
 
 
 def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
@@ -79,7 +128,10 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
             continue
         producer = None
         schedule = by_index.get(i)
-        if schedule is None or schedule.fuse_producers:
+        # a split reduction reads its input through a reshape that producer fusion cannot cross: its
+        # producer gets a kernel of its own
+        split_anchor = schedule is not None and schedule.split_reduction and "reduction" in f.info.iterator_types
+        if (schedule is None or schedule.fuse_producers) and not split_anchor:
             for p, identity in zip(f.operand_producers, f.input_maps_identity):
                 if p is not None and identity and facts[p].single_use and facts[p].info.family != "fill" \
                         and p not in fused:
@@ -113,6 +165,11 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
     family = group_family(g, facts)
     schedule = default_op_schedule(facts[g.anchor].info, family)
     member = _reduction_member(g, facts)
+    if member is not None and _wants_split(facts[member].info):
+        # the kernel merges a few partials per output: one output per thread, whatever the family
+        schedule = dataclasses.replace(default_op_schedule(facts[g.anchor].info, "reduction"), family=family)
+        schedule.split_reduction = default_split_factor(_reduction_extents(facts[member].info)[0])
+        return schedule
     if family == "matmul" and member is not None and any(schedule.thread_tile):
         info = facts[member].info
         reductions = [r for r, it in zip(info.loop_ranges, info.iterator_types) if it == "reduction"]
@@ -128,8 +185,13 @@ def precision_of(facts: list[LinalgOpFacts]) -> str:
 
 
 def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a") -> ScheduleParams:
-    return ScheduleParams(ops=[default_group_schedule(g, facts) for g in plan_groups(facts, None)],
-                          chip=chip, precision=precision_of(facts))
+    params = ScheduleParams(ops=[default_group_schedule(g, facts) for g in plan_groups(facts, None)],
+                            chip=chip, precision=precision_of(facts))
+    # producers that a split reduction leaves out of its kernel get a schedule of their own
+    planned = {s.op_index for s in params.ops}
+    params.ops += [default_group_schedule(g, facts) for g in plan_groups(facts, params) if g.anchor not in planned]
+    params.ops.sort(key=lambda s: s.op_index)
+    return params
 
 
 def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
@@ -147,6 +209,19 @@ def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
     return new
 
 
+def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> MmaPlan:
+    """The tensor-core plan of a kernel whose schedule asks for tensor cores."""
+    op = facts[g.anchor].info
+    if schedule.tensor_core != "mma_sync":
+        raise ScheduleError(f"op {op.index}: tensor_core must be 'none' or 'mma_sync', not {schedule.tensor_core!r}")
+    if schedule.split_reduction:
+        raise ScheduleError(f"op {op.index}: a tensor-core kernel does not split its reduction")
+    try:
+        return plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
+    except ValueError as e:
+        raise ScheduleError(f"op {op.index}: tensor_core mma_sync: {e}") from None
+
+
 def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
     """Check one kernel's tiles; returns the thread block shape [x, y, z]."""
     op = facts[g.anchor].info
@@ -158,9 +233,13 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
             "reduction" in facts[m].info.iterator_types for m in members):
         raise ScheduleError(f"op {op.index}: vectorizing a reduction needs a reduction_tile (else the whole "
                             "reduction loop becomes one vector)")
-    if schedule.tensor_core != "none" or schedule.promote_shared:
-        raise ScheduleError(f"op {op.index}: tensor_core/promote_shared are not expressible by this "
-                            "compile stage's schedules yet")
+    if schedule.promote_shared:
+        raise ScheduleError(f"op {op.index}: promote_shared is not expressible by this compile stage's "
+                            "schedules yet")
+    if schedule.tensor_core != "none":
+        return [mma_plan(schedule, g, facts).threads, 1, 1]
+    if schedule.split_reduction:
+        _check_split(schedule, g, facts)
     for d, (b, t) in enumerate(zip(schedule.block_tile, schedule.thread_tile)):
         if op.iterator_types[d] == "reduction" and (b or t):
             raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
@@ -171,6 +250,28 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
         if (b and extent % b) or (t and (b or extent) % t):
             raise ScheduleError(f"op {op.index}: loop {d} of extent {extent} is not divided evenly by "
                                 f"block tile {b} and thread tile {t}")
+    return _block_dims(schedule, op)
+
+
+def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> None:
+    op, split = facts[g.anchor].info, schedule.split_reduction
+    member = _reduction_member(g, facts)
+    if member is None:
+        raise ScheduleError(f"op {op.index}: split_reduction needs a reduction in the kernel, and it has none")
+    info = facts[member].info
+    extents = _reduction_extents(info)
+    if info.family not in ("reduction", "matmul") or len(extents) != 1:
+        raise ScheduleError(f"op {op.index}: split_reduction splits one reduction loop; op {member} "
+                            f"({info.name}) has {len(extents)}")
+    if split < 2 or extents[0] % split:
+        raise ScheduleError(f"op {op.index}: split_reduction {split} must be at least 2 and divide the "
+                            f"reduction loop extent {extents[0]} of op {member} (0 = no split)")
+    if schedule.reduction_tile and split % schedule.reduction_tile:
+        raise ScheduleError(f"op {op.index}: reduction_tile {schedule.reduction_tile} must divide "
+                            f"split_reduction {split}: the kernel's reduction loop merges {split} partials")
+
+
+def _block_dims(schedule: OpSchedule, op: OpInfo) -> list[int]:
     threads = [n for n in threads_per_loop(schedule, op) if n]
     if len(threads) > 3:
         raise ScheduleError(f"op {op.index}: at most 3 loops can be mapped to threads, got {len(threads)}")
@@ -198,10 +299,29 @@ def _ints(xs: list[int]) -> str:
 ANY = "!transform.any_op"
 
 
-def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[str, list[Group]]:
-    """transform.mlir for the payload described by `facts`; also returns the kernel groups."""
+def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts]) -> list[Kernel]:
+    """Every launch, in launch order (payload order): a partial-reduction kernel runs where its
+    reduction op was, which can be before the kernels of ops between it and its group's anchor."""
+    placed = []  # ((payload position, 0 for a partial kernel), kernel)
+    for g in groups:
+        s = schedules[g.anchor]
+        block = validate(s, g, facts)
+        if s.split_reduction:
+            member = _reduction_member(g, facts)
+            partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction))
+            placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, partial=True)))
+        placed.append(((g.anchor, 1), Kernel(g.anchor, group_family(g, facts), block)))
+    return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
+
+
+def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[str, list[Kernel]]:
+    """transform.mlir for the payload described by `facts`; also returns its kernels in launch order."""
     groups = plan_groups(facts, params)
     by_index = {s.op_index: s for s in params.ops}
+    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts) for g in groups}
+    kernels = plan_kernels(groups, schedules, facts)
+    ids = {(c.anchor, c.partial): i for i, c in enumerate(kernels)}
+    tensor_cores = {i for i, c in enumerate(kernels) if not c.partial and schedules[c.anchor].tensor_core != "none"}
     lines = [
         "module attributes {transform.with_named_sequence} {",
         f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.consumed}}) {{",
@@ -211,19 +331,18 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     lines.append(f"    %ops = transform.structured.match interface{{LinalgOp}} in %func : ({ANY}) -> {ANY}")
     handles = ", ".join(f"%op{i}" for i in range(len(facts)))
     lines.append(f"    {handles} = transform.split_handle %ops : ({ANY}) -> ({', '.join([ANY] * len(facts))})")
-    launches = []
-    for kernel, g in enumerate(groups):
-        op = facts[g.anchor].info
-        schedule = by_index.get(g.anchor) or default_group_schedule(g, facts)
-        block_dims = validate(schedule, g, facts)
-        launches.append(block_dims)
-        lines += _emit_group(kernel, g, schedule, facts)
+    for g in groups:
+        lines += _emit_group(ids, g, schedules[g.anchor], facts)
     lines += [
         f"    transform.apply_patterns to %func {{ transform.apply_patterns.canonicalization }} : {ANY}",
         f"    transform.apply_cse to %func : {ANY}",
         f'    %empties = transform.structured.match ops{{["tensor.empty"]}} in %root : ({ANY}) -> !transform.op<"tensor.empty">',
         '    transform.bufferization.empty_tensor_to_alloc_tensor %empties : (!transform.op<"tensor.empty">) '
         '-> !transform.op<"bufferization.alloc_tensor">',
+    ]
+    for k in sorted(tensor_cores):
+        lines += emit_shared_accumulator(k)
+    lines += [
         "    %bufferized = transform.bufferization.one_shot_bufferize %root {bufferize_function_boundaries = true, "
         f"function_boundary_type_conversion = 1 : i32, memcpy_op = \"linalg.copy\"}} : ({ANY}) -> {ANY}",
     ]
@@ -234,33 +353,55 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         f"    transform.apply_patterns to %bufferized_func {{ transform.apply_patterns.canonicalization }} : {ANY}",
         f"    transform.apply_cse to %bufferized_func : {ANY}",
     ]
-    for k, block_dims in enumerate(launches):
+    for k, kernel in enumerate(kernels):
         lines += [
             f'    %kernel{k} = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {k} : i64}} '
             f"in %bufferized : ({ANY}) -> {ANY}",
             f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} {{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
-            f"    transform.gpu.map_nested_forall_to_threads %launch{k} block_dims = {_ints(block_dims)} : ({ANY}) -> {ANY}",
+            f"    {f'%mapped{k} = ' if k in tensor_cores else ''}transform.gpu.map_nested_forall_to_threads %launch{k} "
+            f"block_dims = {_ints(kernel.block)} : ({ANY}) -> {ANY}",
         ]
+        if k in tensor_cores:
+            lines += emit_mma_contracts(f"%mapped{k}")
     lines += [
         f'    %gpu_func = transform.structured.match ops{{["func.func"]}} in %bufferized : ({ANY}) -> {ANY}',
         # accumulators of a vectorized reduction loop stay in registers across its iterations
         f"    %hoisted = transform.structured.hoist_redundant_vector_transfers %gpu_func : ({ANY}) -> {ANY}",
+    ]
+    # the rest lowers contractions to FMAs: tensor-core kernels keep theirs for convert-vector-to-gpu
+    plain = [k for k in range(len(kernels)) if k not in tensor_cores]
+    target = "%hoisted"
+    if tensor_cores:
+        launches = ", ".join(f"%gpu_launch{k}" for k in range(len(kernels)))
+        lines += [f'    %gpu_launches = transform.structured.match ops{{["gpu.launch"]}} in %hoisted : ({ANY}) -> {ANY}',
+                  f"    {launches} = transform.split_handle %gpu_launches : ({ANY}) -> ({', '.join([ANY] * len(kernels))})"]
+        target = "%plain_launches"
+        if plain:
+            lines.append(f"    {target} = transform.merge_handles {', '.join(f'%gpu_launch{k}' for k in plain)} : {ANY}")
+    lines += [] if not plain else [
         # then contractions become FMAs, and contiguous 1-D transfers become vector loads/stores
-        "    transform.apply_patterns to %hoisted { transform.apply_patterns.vector.reduction_to_contract "
+        f"    transform.apply_patterns to {target} {{ transform.apply_patterns.vector.reduction_to_contract "
         "transform.apply_patterns.vector.transfer_permutation_patterns "
         f"transform.apply_patterns.canonicalization }} : {ANY}",
-        "    transform.apply_patterns to %hoisted { transform.apply_patterns.vector.lower_contraction "
+        f"    transform.apply_patterns to {target} {{ transform.apply_patterns.vector.lower_contraction "
         'lowering_strategy = "outerproduct" transform.apply_patterns.vector.lower_outerproduct '
         "transform.apply_patterns.vector.rank_reducing_subview_patterns "
         "transform.apply_patterns.vector.cast_away_vector_leading_one_dim "
         "transform.apply_patterns.vector.lower_masked_transfers "
+        # what reduction_to_contract leaves of a vectorized reduction (a max, a sum of partials) unrolls
+        # to scalar ops
+        'transform.apply_patterns.vector.reorder_multi_reduction_dims lowering_strategy = "innerreduction" '
+        'transform.apply_patterns.vector.multi_reduction_flattening lowering_strategy = "innerreduction" '
+        'transform.apply_patterns.vector.multi_reduction_unrolling lowering_strategy = "innerreduction" '
         "transform.apply_patterns.vector.transfer_permutation_patterns "
         f"transform.apply_patterns.vector.lower_transfer max_transfer_rank = 1 }} : {ANY}",
+    ]
+    lines += [
         "    transform.yield",
         "  }",
         "}",
     ]
-    return "\n".join(lines) + "\n", groups
+    return "\n".join(lines) + "\n", kernels
 
 
 def threads_per_loop(schedule: OpSchedule, op: OpInfo) -> list[int]:
@@ -277,23 +418,59 @@ def _reduction_member(g: Group, facts: list[LinalgOpFacts]) -> int | None:
     return None
 
 
-def _emit_group(kernel: int, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
+def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
+    """The group's kernel (and first, where its reduction is split, the partial-reduction kernel);
+    `ids` numbers the kernels by (anchor, partial) in launch order."""
     op = facts[g.anchor].info
-    threads = threads_per_loop(s, op)
-    a = f"%op{g.anchor}"
     k = f"g{g.anchor}"
-    n_block = sum(1 for b in s.block_tile if b)
-    n_thread = sum(1 for t in s.thread_tile if t)
-    members = ([f"%op{g.producer}"] if g.producer is not None else []) + [f"%{k}_fill{j}" for j in range(len(g.fills))]
+    if s.tensor_core != "none":
+        return _emit_mma_group(ids[(g.anchor, False)], k, g, s, facts)
+    handles = {m: f"%op{m}" for m in [g.anchor] + ([g.producer] if g.producer is not None else [])}
     # fusion consumes the producer's handle, so a shared fill is looked up afresh from each consumer
     out = [f"    %{k}_fill{j} = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
            for j, (op, operand) in enumerate(g.fills)]
-    out += [
-        f"    // kernel of op {g.anchor} ({s.family})"
-        + (f", fused producer op {g.producer}" if g.producer is not None else "")
-        + (f", {len(g.fills)} fill(s)" if g.fills else ""),
+    member = _reduction_member(g, facts)
+    if s.split_reduction:
+        out += _emit_split(ids[(g.anchor, True)], k, handles[member], s.split_reduction, facts[member].info)
+        handles[member] = f"%{k}_merge"  # the merge of the partials takes the reduction's place
+    members = ([handles[g.producer]] if g.producer is not None else []) + [f"%{k}_fill{j}" for j in range(len(g.fills))]
+    out.append(f"    // kernel of op {g.anchor} ({s.family})"
+               + (f", fused producer op {g.producer}" if g.producer is not None else "")
+               + (f", {len(g.fills)} fill(s)" if g.fills else ""))
+    out += _emit_tiles(ids[(g.anchor, False)], k, handles[g.anchor], members, s, op)
+    n_thread = sum(1 for t in s.thread_tile if t)
+    thread_ops = {g.anchor: f"%{k}_t"} | ({g.producer: f"%{k}_m0t"} if g.producer is not None else {})
+    if s.reduction_tile and member and n_thread:
+        member_op = facts[member].info
+        first = member_op.iterator_types.index("reduction")
+        sizes = [s.reduction_tile if d == first else 0 for d in range(len(member_op.loop_ranges))]
+        out.append(f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for {thread_ops[member]} tile_sizes "
+                   f"{_ints(sizes)} : ({ANY}) -> ({ANY}, {ANY})")
+        thread_ops[member] = f"%{k}_r"
+    if s.vectorize and n_thread:
+        fills = [f"%{k}_m{j}t" for j in range(len(members)) if j >= (g.producer is not None)]
+        for handle in [*fills, *thread_ops.values()]:
+            out.append(f"    transform.structured.vectorize {handle} : {ANY}")
+    return out
+
+
+def _emit_mma_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
+    plan = mma_plan(s, g, facts)
+    fills = [(op, operand) for op, operand in g.fills if op == plan.matmul]
+    out = [f"    %{k}_fill = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
+           for op, operand in fills]
+    return out + emit_mma_group(kernel, k, plan, f"%{k}_fill" if fills else None, s)
+
+
+def _emit_tiles(kernel: int, k: str, anchor: str, members: list[str], s: OpSchedule, op: OpInfo) -> list[str]:
+    """Tile `anchor` to a forall over blocks, then one over threads, fusing `members` (producer first,
+    then fills) into both; the thread-level handles are %{k}_t and %{k}_m{j}t."""
+    threads = threads_per_loop(s, op)
+    n_block = sum(1 for b in s.block_tile if b)
+    n_thread = sum(1 for t in s.thread_tile if t)
+    out = [
         f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {a} tile_sizes {_ints(s.block_tile)} "
+        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {anchor} tile_sizes {_ints(s.block_tile)} "
         f"(mapping = [{_mapping('block', n_block)}]) : ({ANY}) -> ({ANY}, {ANY})",
     ]
     containing = f"%{k}_grid"
@@ -313,17 +490,38 @@ def _emit_group(kernel: int, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]
             out.append(f"    %{k}_m{j}t, %{k}_threads{j} = transform.structured.fuse_into_containing_op {m} into "
                        f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
             containing = f"%{k}_threads{j}"
-    thread_ops = {g.anchor: f"%{k}_t"} | ({g.producer: f"%{k}_m0t"} if g.producer is not None else {})
-    member = _reduction_member(g, facts)
-    if s.reduction_tile and member and n_thread:
-        member_op = facts[member].info
-        first = member_op.iterator_types.index("reduction")
-        sizes = [s.reduction_tile if d == first else 0 for d in range(len(member_op.loop_ranges))]
-        out.append(f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for {thread_ops[member]} tile_sizes "
-                   f"{_ints(sizes)} : ({ANY}) -> ({ANY}, {ANY})")
-        thread_ops[member] = f"%{k}_r"
-    if s.vectorize and n_thread:
-        fills = [f"%{k}_m{j}t" for j in range(len(members)) if j >= (g.producer is not None)]
-        for handle in [*fills, *thread_ops.values()]:
-            out.append(f"    transform.structured.vectorize {handle} : {ANY}")
     return out
+
+
+def partial_kernel_schedule(op: OpInfo, split: int) -> tuple[OpSchedule, OpInfo]:
+    """The launch shape of a split's partial reduction: the v0 shape of its loops, threads along the
+    partials of each output (and the outputs' innermost dim, for coalescing)."""
+    partial = partial_reduction_op(op, split)
+    return default_op_schedule(partial, "reduction"), partial
+
+
+def _emit_split(kernel: int, k: str, reduction: str, split: int, op: OpInfo) -> list[str]:
+    """Split `reduction` into a partial reduction, tiled here as its own kernel, and %{k}_merge, which
+    reduces the partials into the original result."""
+    r = op.iterator_types.index("reduction")
+    # the partials dim goes where the reduction loop was among the output dims, so the merge op has the
+    # loops of the op it replaces (with extent `split` for the reduction) and the group's tiles fit it
+    position = op.iterator_types[:r].count("parallel")
+    schedule, partial = partial_kernel_schedule(op, split)
+    out = [
+        f"    %{k}_partials, %{k}_pfill, %{k}_partial, %{k}_merge = transform.structured.split_reduction {reduction} "
+        f"{{ split_factor = {split}, insert_split_dimension = {position}, inner_parallel }} "
+        f": ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
+        f"    // partial-reduction kernel of op {op.index}: {split} partials per output",
+    ]
+    out += _emit_tiles(kernel, f"{k}p", f"%{k}_partial", [f"%{k}_pfill"], schedule, partial)
+    # a thread's strided elements are read PARTIAL_LOADS at a time into a vector, so that many loads
+    # are in flight instead of one load, add and store of the accumulator per element
+    loads = _largest_divisor_at_most(partial.loop_ranges[r], PARTIAL_LOADS)
+    sizes = [loads if d == r else 0 for d in range(len(partial.loop_ranges))]
+    return out + [
+        f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {_ints(sizes)} "
+        f": ({ANY}) -> ({ANY}, {ANY})",
+        f"    transform.structured.vectorize %{k}p_m0t : {ANY}",
+        f"    transform.structured.vectorize %{k}p_r : {ANY}",
+    ]

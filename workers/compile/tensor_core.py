@@ -1,0 +1,184 @@
+"""The tensor-core (mma.sync) kernel of a matmul group, as Transform steps.
+
+A block computes a `block_tile` of the matmul's output; its warps each loop over K in steps of
+`reduction_tile` (16 unless a multiple of 16) for their warp tile: `thread_tile` where it is one (a
+multiple of 16x8 dividing the block tile), else one the compile stage picks, so that switching
+tensor_core on is one edit of a working schedule; with the step's matmul vectorized into one
+vector.contract that is unrolled to the native m16n8k16 shape. `convert-vector-to-gpu{use-nvgpu}`
+in the post-schedule pipeline then turns each contract into an `nvgpu.mma.sync` fed by per-lane
+fragment loads (upstream's `transform.nvgpu.rewrite_matmul_as_mma_sync` only takes f16 x f16 -> f16
+or tf32, while torch's f16 matmul accumulates in f32). The fill and a fused elementwise consumer (the
+epilogue: cast to f16, ReLU, bias...) are spread over all threads of the block; the accumulator tile
+they share with the warps then lives in shared memory, and the thread mapping puts barriers between
+the three steps.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from workers.records import OpSchedule
+
+MMA_M, MMA_N, MMA_K = 16, 8, 16  # mma.sync.m16n8k16 with f16 operands, f16 or f32 accumulators
+WARP_SIZE = 32
+MAX_THREADS = 1024
+STATIC_SHARED_BYTES = 48 * 1024  # the most a kernel gets without opting in to dynamic shared memory
+ACCUMULATOR_BYTES = {"f32": 4, "f16": 2}
+
+ANY = "!transform.any_op"
+LINEAR_THREADS = "#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>"
+LINEAR_WARPS = "#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>"
+
+
+@dataclass
+class MmaPlan:
+    """A validated tensor-core kernel: which ops play which part, and its tiles."""
+
+    matmul: int  # op index of the linalg.matmul
+    epilogue: int | None  # the elementwise anchor the matmul is fused into, if any
+    block: tuple[int, int]  # output tile (m, n) of a block
+    warp: tuple[int, int]  # output tile (m, n) of a warp
+    k_step: int
+    accumulator: str  # element type of the matmul's result
+
+    @property
+    def warps(self) -> tuple[int, int]:
+        return self.block[0] // self.warp[0], self.block[1] // self.warp[1]
+
+    @property
+    def threads(self) -> int:
+        return WARP_SIZE * math.prod(self.warps)
+
+    def thread_grid(self) -> list[int]:
+        """[rows, columns] of threads over the block tile for the fill and the epilogue: as many
+        columns as possible, so that neighbouring threads touch neighbouring elements."""
+        columns = max(d for d in range(1, min(self.block[1], self.threads) + 1)
+                      if self.block[1] % d == 0 and self.threads % d == 0)
+        rows = max(d for d in range(1, min(self.block[0], self.threads // columns) + 1) if self.block[0] % d == 0)
+        return [rows, columns]
+
+
+def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
+    """The tensor-core plan of a group (anchor/producer: LinalgOpFacts, producer may be None), or a
+    ValueError that says why the group cannot use mma.sync."""
+    if anchor.info.name == "linalg.matmul" and producer is None:
+        matmul, epilogue = anchor, None
+    elif producer is not None and producer.info.name == "linalg.matmul" and anchor.info.family == "elementwise" \
+            and len(anchor.info.loop_ranges) == 2:
+        matmul, epilogue = producer, anchor
+    else:
+        raise ValueError("tensor_core applies to a linalg.matmul kernel (alone, or fused into an elementwise "
+                         f"consumer), not to {anchor.info.name} ({anchor.info.family})"
+                         + (f" with producer {producer.info.name}" if producer is not None else ""))
+    if matmul.input_dtypes != ["f16", "f16"] or matmul.info.dtype not in ACCUMULATOR_BYTES:
+        raise ValueError(f"mma_sync takes f16 x f16 -> f16/f32 matmuls; op {matmul.info.index} is "
+                         f"{' x '.join(matmul.input_dtypes)} -> {matmul.info.dtype}")
+    m, n, k = matmul.info.loop_ranges
+    block = tuple(s.block_tile[:2])
+    if len(s.block_tile) != len(anchor.info.loop_ranges) or any(s.block_tile[2:]) or any(s.thread_tile[2:]):
+        raise ValueError(f"tiles must have {len(anchor.info.loop_ranges)} entries, [m, n] of the output "
+                         "(0 for the k loop): block_tile a block's tile, thread_tile a warp's")
+    if not (block[0] and block[1] and m % block[0] == 0 and n % block[1] == 0):
+        raise ValueError(f"block_tile {list(block)} must divide the output {m}x{n}")
+    warp = tuple(s.thread_tile[:2]) if _is_warp_tile(s.thread_tile[:2], block) else _default_warp_tile(block)
+    if warp is None:
+        raise ValueError(f"block_tile {list(block)} is no multiple of the {MMA_M}x{MMA_N} mma tile")
+    k_step = s.reduction_tile if s.reduction_tile and s.reduction_tile % MMA_K == 0 else MMA_K
+    if k % k_step:
+        raise ValueError(f"the K step {k_step} (mma.sync m16n8k16) must divide K={k}")
+    plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warp, k_step,
+                   matmul.info.dtype)
+    if plan.threads > MAX_THREADS:
+        raise ValueError(f"{math.prod(plan.warps)} warps ({plan.threads} threads) per block exceed {MAX_THREADS}")
+    shared = math.prod(block) * ACCUMULATOR_BYTES[plan.accumulator] if epilogue else 0
+    if shared > STATIC_SHARED_BYTES:
+        raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
+                         f"{shared} bytes of shared memory, over {STATIC_SHARED_BYTES}")
+    return plan
+
+
+def _is_warp_tile(tile: list[int], block: tuple[int, int]) -> bool:
+    return len(tile) == 2 and all(t and t % mma == 0 and b % t == 0 for t, b, mma in zip(tile, block, (MMA_M, MMA_N)))
+
+
+# warp tiles the compile stage picks, largest first: 32x32 holds 8 mma accumulators per warp
+DEFAULT_WARP_TILES = [(32, 32), (32, 16), (16, 16), (16, 8)]
+
+
+def _default_warp_tile(block: tuple[int, int]) -> tuple[int, int] | None:
+    return next((w for w in DEFAULT_WARP_TILES if _is_warp_tile(list(w), block)
+                 and block[0] // w[0] * block[1] // w[1] * WARP_SIZE <= MAX_THREADS), None)
+
+
+def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSchedule) -> list[str]:
+    """Transform steps of the kernel: block forall (annotated farm.kernel), then the fill over the
+    block's threads, the matmul over its warps and the epilogue over its threads."""
+    anchor = f"%op{plan.epilogue if plan.epilogue is not None else plan.matmul}"
+    n_block = sum(1 for b in s.block_tile if b)
+    block_ids = ", ".join(f"#gpu.block<{i}>" for i in ("y", "x")[2 - n_block:])
+    out = [
+        f"    // kernel of op {plan.epilogue if plan.epilogue is not None else plan.matmul} on tensor cores: "
+        f"matmul op {plan.matmul}, {math.prod(plan.warps)} warps of {plan.warp[0]}x{plan.warp[1]} outputs",
+        f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
+        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {anchor} tile_sizes "
+        f"[{', '.join(map(str, s.block_tile))}] (mapping = [{block_ids}]) : ({ANY}) -> ({ANY}, {ANY})",
+    ]
+    grid, matmul_b = f"%{k}_grid", f"%{k}_b"
+    if plan.epilogue is not None:
+        out.append(f"    %{k}_mm, %{k}_grid_mm = transform.structured.fuse_into_containing_op %op{plan.matmul} into "
+                   f"{grid} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        grid, matmul_b = f"%{k}_grid_mm", f"%{k}_mm"
+    if fill:
+        out.append(f"    %{k}_fb, %{k}_grid_f = transform.structured.fuse_into_containing_op {fill} into {grid} "
+                   f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        grid = f"%{k}_grid_f"
+    out.append(f"    transform.annotate {grid} \"farm.kernel\" = %{k}_id : {ANY}, !transform.param<i64>")
+    if plan.epilogue is not None:
+        # the accumulator tile becomes a block-local tensor (and so a shared-memory buffer), not a
+        # slice of a whole-matrix temporary
+        out.append(f"    transform.apply_patterns to {grid} {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {ANY}")
+    rows_cols = f"[{', '.join(map(str, plan.thread_grid()))}]"
+    if fill:
+        out += [f"    %{k}_ft, %{k}_fthreads = transform.structured.tile_using_forall %{k}_fb num_threads {rows_cols} "
+                f"(mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
+                f"    transform.structured.vectorize %{k}_ft : {ANY}"]
+    out += [
+        f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall {matmul_b} num_threads "
+        f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
+        f"    %{k}_wk, %{k}_kloop = transform.structured.tile_using_for %{k}_w tile_sizes [0, 0, {plan.k_step}] "
+        f": ({ANY}) -> ({ANY}, {ANY})",
+        f"    transform.structured.vectorize %{k}_wk : {ANY}",
+    ]
+    if plan.epilogue is not None:
+        # vectorized, so that no scalar code shares the kernel with the contractions that
+        # convert-vector-to-gpu rewrites (it rejects a function where it meets scalar casts)
+        out += [f"    %{k}_t, %{k}_threads = transform.structured.tile_using_forall %{k}_b num_threads"
+                f" {rows_cols} (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
+                f"    transform.structured.vectorize %{k}_t : {ANY}"]
+    return out
+
+
+def emit_shared_accumulator(kernel: int) -> list[str]:
+    """After empty_tensor_to_alloc_tensor: the kernel's block-local tensors (the accumulator tile an
+    epilogue reads) are allocated in workgroup (shared) memory."""
+    return [
+        f'    %tc{kernel}_forall = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {kernel} : i64}} '
+        f"in %root : ({ANY}) -> {ANY}",
+        f'    %tc{kernel}_tiles = transform.structured.match ops{{["bufferization.alloc_tensor"]}} in %tc{kernel}_forall '
+        f": ({ANY}) -> {ANY}",
+        f"    %tc{kernel}_shared = transform.param.constant #gpu.address_space<workgroup> -> !transform.any_param",
+        f'    transform.annotate %tc{kernel}_tiles "memory_space" = %tc{kernel}_shared : {ANY}, !transform.any_param',
+    ]
+
+
+def emit_mma_contracts(launch: str) -> list[str]:
+    """After thread mapping: each warp's vectorized K step becomes vector.contracts on the f16 operands
+    (extf folded in, as mma.sync accumulates f16 products in f32), unrolled to m16n8k16."""
+    return [
+        f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.vector.reduction_to_contract "
+        "transform.apply_patterns.vector.fold_arith_extension transform.apply_patterns.vector.transfer_permutation_patterns "
+        f"transform.apply_patterns.canonicalization }} : {ANY}",
+        f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.gpu.unroll_vectors_subgroup_mma "
+        f"[{MMA_M}, {MMA_N}, {MMA_K}] }} : {ANY}",
+        f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.canonicalization }} : {ANY}",
+    ]
