@@ -22,6 +22,7 @@ EXAMPLES = """examples:
   orchestrator resume 20261202-101500.matmul64
   orchestrator report                                      # final reports, table and plot of the latest batch
   orchestrator workers --broker redis://:PASSWORD@farm-head:6379/0
+  orchestrator gpus                                        # GPU timelines of the latest batch; overlaps
   orchestrator experience recommend --help
 Without --broker (or $MLIR_FARM_BROKER) the farm is embedded: its queue, results and state live
 in OUT/.farm and `submit`/`resume` start and stop the worker processes themselves."""
@@ -274,6 +275,21 @@ def cmd_workers(args) -> int:
     return 0
 
 
+def cmd_gpus(args) -> int:
+    from orchestrator.gpus import gpu_usage, usage_text
+
+    _, store = _farm(args)
+    if args.all:
+        jobs = store.jobs()
+    else:
+        jobs = [j for j in store.jobs() if j.batch == args.batch] if args.batch else _latest_batch(store)
+    if not jobs:
+        raise UserError("no jobs to check" + (f" in batch {args.batch}" if args.batch else ""))
+    usage = gpu_usage(jobs)
+    print(usage_text(usage))
+    return 1 if usage.overlaps else 0
+
+
 # -- parser -----------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -321,6 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", help="batch id (default: the latest)")
 
     add("workers", cmd_workers, "which workers, queues and GPUs are up")
+
+    p = add("gpus", cmd_gpus, "per physical GPU: measurements, busy time, and any two that overlapped (exit 1 if so)")
+    p.add_argument("--batch", help="batch id (default: the latest)")
+    p.add_argument("--all", action="store_true", help="every job in the state store, all batches together")
 
     # its own parser (experience/cli.py) takes everything after the word, options included
     sub.add_parser("experience", help="the experience log: recommend | export (see experience --help)",

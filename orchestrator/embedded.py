@@ -64,7 +64,8 @@ class WorkerPool:
 
     def start(self, spec: WorkerSpec) -> subprocess.Popen:
         os.makedirs(self.log_dir, exist_ok=True)
-        env = {**os.environ, **self.settings.to_env(), **self.env}
+        # NVLink multicast off in every worker, as on the farm's multi-GPU hosts (deploy/README.md)
+        env = {**os.environ, "NCCL_NVLS_ENABLE": "0", **self.settings.to_env(), **self.env}
         if spec.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = spec.gpu
         with open(os.path.join(self.log_dir, f"{spec.name}.log"), "ab") as out:

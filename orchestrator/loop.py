@@ -196,7 +196,7 @@ class Driver:
 
         it = job.iterations[-1]
         it.measure = report.measure or MeasureResult(it.version, "error", error=report.error)
-        it.measure_worker, it.measure_task_seconds = report.worker, report.seconds
+        it.measure_worker, it.measure_task_seconds, it.measure_gpu = report.worker, report.seconds, report.gpu
         job.measure_impl = report.measure_impl or job.measure_impl
         it.error = report.error
         best = best_iteration(job.iterations[:-1])

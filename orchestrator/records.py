@@ -29,6 +29,33 @@ class EnvFacts(JsonRecord):
 
 
 @dataclass
+class GpuUse(JsonRecord):
+    """Which physical GPU a measure task used and when it held it (orchestrator/gpus.py). A GPU sits in one
+    host, so every interval of one device is stamped by the same clock and intervals can be compared."""
+
+    host: str  # socket.gethostname() of the measure worker
+    visible_devices: str  # its CUDA_VISIBLE_DEVICES ("" = unset: it measures on the first GPU it sees)
+    uuid: str  # "GPU-..." from the CUDA driver of a probe child; "" where there is no GPU (test doubles)
+    start: float = 0.0  # wall clock: the GPU's lock taken, the measurement starts
+    end: float = 0.0  # wall clock: the measurement is over, before the lock is released
+    waited_s: float = 0.0  # time spent waiting for another measurement on the same GPU
+
+    @property
+    def device(self) -> str:
+        """The GPU's lock key and the overlap checker's device: its UUID, else host + CUDA_VISIBLE_DEVICES."""
+        return self.uuid or f"{self.host}:CUDA_VISIBLE_DEVICES={self.visible_devices or 'unset'}"
+
+
+@dataclass
+class LockHolder(JsonRecord):
+    """Who holds an exclusive lock in the state store (a GPU's): one process on one host, for one task."""
+
+    host: str
+    pid: int
+    task_id: str
+
+
+@dataclass
 class TaskReport(JsonRecord):
     """What a stage task returns: the stage's record, plus where, how long and which attempt."""
 
@@ -45,6 +72,7 @@ class TaskReport(JsonRecord):
     compile: CompileResult | None = None
     measure: MeasureResult | None = None
     measure_impl: str = ""  # "module:callable" that measured (a test double names itself here)
+    gpu: GpuUse | None = None  # measure: the GPU and the span it was held
 
 
 @dataclass
@@ -74,6 +102,7 @@ class IterationState(JsonRecord):
     measure_worker: str = ""
     compile_task_seconds: float = 0.0
     measure_task_seconds: float = 0.0
+    measure_gpu: GpuUse | None = None  # the GPU the measurement held, and when
     started: float = 0.0  # wall clock when this version's compile was dispatched
     finished: float = 0.0  # wall clock when its outcome was known
     outcome: str = "n/a"

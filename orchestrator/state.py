@@ -2,21 +2,42 @@
 
 Celery delivers a task at least once, and a resumed driver may race the one it replaces, so every
 change is a read-modify-write that commits only if nobody changed the record in between: WATCH/MULTI
-on Redis, an flock on the file store. Both stores share the typed API of `StateStore`.
+on Redis, an flock on the file store. Both stores share the typed API of `StateStore`, which also has
+exclusive locks (one measurement at a time per physical GPU).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import logging
 import os
+import socket
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
-from typing import Callable
+from typing import IO, Callable, Iterator
 
-from orchestrator.records import JobState, TaskClaim, TaskReport, WorkerInfo
+from orchestrator.records import JobState, LockHolder, TaskClaim, TaskReport, WorkerInfo
 from workers.atomic import write_text
 
-JOBS, TASKS, WORKERS = "job", "task", "worker"
+JOBS, TASKS, WORKERS, LOCKS = "job", "task", "worker", "lock"
+# A holder that took a file lock but has not written its name yet (the file store's lock is free
+# only when no process holds it, so this one is alive).
+STARTING_HOLDER = LockHolder(host="", pid=0, task_id="(taking the lock)")
+
+log = logging.getLogger(__name__)
+
+
+def _process_gone(holder: LockHolder) -> bool:
+    """The holder was a process of this host that no longer runs (killed mid-measurement: its `finally`
+    never released the lock). Only decidable on its own host, which is where a GPU's contenders are."""
+    if holder.host != socket.gethostname() or holder.pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{holder.pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie runs nothing any more
+    except FileNotFoundError:
+        return True
 
 
 class StateStore(ABC):
@@ -33,6 +54,14 @@ class StateStore(ABC):
 
     @abstractmethod
     def _delete(self, kind: str, key: str) -> None: ...
+
+    @abstractmethod
+    def _try_lock(self, name: str, holder: LockHolder, lease_s: float) -> LockHolder | None:
+        """Take lock `name` for `holder` if it is free (for at most lease_s); else return who holds it."""
+
+    @abstractmethod
+    def _unlock(self, name: str, holder: LockHolder) -> None:
+        """Release lock `name` if `holder` still holds it."""
 
     # -- jobs ----------------------------------------------------------------------------------
     def create_job(self, job: JobState) -> bool:
@@ -99,9 +128,35 @@ class StateStore(ABC):
         found = (self._get(WORKERS, k) for k in self._keys(WORKERS))
         return sorted((WorkerInfo.from_json(t) for t in found if t), key=lambda w: w.hostname)
 
+    # -- exclusive locks ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def exclusive(self, name: str, holder: LockHolder, lease_s: float, poll_s: float = 0.2) -> Iterator[float]:
+        """Hold lock `name` for the with-block, waiting while another holder has it; yields the seconds
+        waited. A holder whose process is gone is replaced; the lease bounds what any other loss costs."""
+        asked, waiting_for = time.time(), None
+        while (other := self._try_lock(name, holder, lease_s)) is not None:
+            if _process_gone(other):
+                log.warning("lock %s: holder %s (pid %d) is gone; taking the lock over", name, other.task_id, other.pid)
+                self._unlock(name, other)
+                continue
+            if other != waiting_for:
+                log.info("%s waits for lock %s, held by %s (pid %d on %s)", holder.task_id, name, other.task_id,
+                         other.pid, other.host or "?")
+                waiting_for = other
+            time.sleep(poll_s)
+        waited = time.time() - asked
+        if waiting_for is not None:
+            log.info("%s took lock %s after waiting %.1f s", holder.task_id, name, waited)
+        try:
+            yield waited
+        finally:
+            self._unlock(name, holder)
+
 
 class RedisStateStore(StateStore):
     PREFIX = "mlir-farm:"
+    # delete the key only if it still holds this value (a lease that expired may have passed it on)
+    _DELETE_IF = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
     def __init__(self, url: str):
         import redis
@@ -144,12 +199,24 @@ class RedisStateStore(StateStore):
     def _delete(self, kind: str, key: str) -> None:
         self._redis.delete(self._key(kind, key))
 
+    def _try_lock(self, name: str, holder: LockHolder, lease_s: float) -> LockHolder | None:
+        key = self._key(LOCKS, name)
+        while not self._redis.set(key, holder.to_json(), nx=True, px=int(lease_s * 1000)):
+            text = self._redis.get(key)
+            if text is not None:  # else it expired or was released in between: try again
+                return LockHolder.from_json(text)
+        return None
+
+    def _unlock(self, name: str, holder: LockHolder) -> None:
+        self._redis.eval(self._DELETE_IF, 1, self._key(LOCKS, name), holder.to_json())
+
 
 class FileStateStore(StateStore):
     """One JSON file per record; an flock per record serializes the read-modify-write."""
 
     def __init__(self, root: str):
         self.root = root
+        self._held: dict[str, IO[str]] = {}  # lock name -> the open lock file whose flock this process holds
 
     def _path(self, kind: str, key: str, ext: str = ".json") -> str:
         return os.path.join(self.root, kind, urllib.parse.quote(key, safe="") + ext)
@@ -175,6 +242,32 @@ class FileStateStore(StateStore):
         names = os.listdir(folder) if os.path.isdir(folder) else []
         # skip write_text's temp files (".tmp-...<name>.json") caught between write and rename
         return [urllib.parse.unquote(n[:-5]) for n in names if n.endswith(".json") and not n.startswith(".tmp-")]
+
+    def _try_lock(self, name: str, holder: LockHolder, lease_s: float) -> LockHolder | None:
+        """An flock, which the kernel drops when its process dies: no lease needed here."""
+        os.makedirs(os.path.join(self.root, LOCKS), exist_ok=True)
+        lock = open(self._path(LOCKS, name, ".lock"), "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            text = lock.read()
+            lock.close()
+            try:
+                return LockHolder.from_json(text)
+            except ValueError:  # empty or half written: the holder is between its flock and its write
+                return STARTING_HOLDER
+        lock.truncate(0)
+        lock.write(holder.to_json())  # for the log line of whoever waits
+        lock.flush()
+        self._held[name] = lock
+        return None
+
+    def _unlock(self, name: str, holder: LockHolder) -> None:
+        lock = self._held.pop(name, None)
+        if lock is not None:  # only our own lock; a dead holder's flock is gone with its process
+            lock.truncate(0)
+            lock.close()
 
     def _delete(self, kind: str, key: str) -> None:
         for ext in (".json", ".lock"):

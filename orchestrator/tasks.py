@@ -18,6 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from orchestrator import envfacts
 from orchestrator.celery_app import RETRIES_ON_WORKER_LOST, TIME_LIMITS, app
+from orchestrator.gpus import holding_gpu
 from orchestrator.records import TaskReport
 from orchestrator.settings import FarmSettings
 from orchestrator.state import StateStore, open_store
@@ -110,7 +111,11 @@ def measure_task(self, job_id: str, job_dir: str, version: int) -> str:
         report.measure_impl = measure_impl()
         module, name = report.measure_impl.split(":")
         measure_iteration = functools.reduce(getattr, name.split("."), importlib.import_module(module))
-        # leave the stage a minute inside the soft limit to record its own timeout
-        report.measure = measure_iteration(job_dir, version, profile=True, timeout_s=TIME_LIMITS["measure"][0] - 60)
+        soft, hard = TIME_LIMITS["measure"]
+        # the lease outlives the hard limit, so only a holder that is gone loses the lock before it is done
+        with holding_gpu(_store(), report.task_id, lease_s=hard + 60) as gpu:
+            report.gpu = gpu  # its end is stamped when the lock is let go, however the measurement ends
+            # leave the stage a minute inside the soft limit (less any wait for the GPU) to record its own timeout
+            report.measure = measure_iteration(job_dir, version, profile=True, timeout_s=soft - 60 - gpu.waited_s)
 
     return _run_stage(self, "measure", job_id, work)
