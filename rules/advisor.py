@@ -12,7 +12,7 @@ from rules.guide import Guide, load
 from rules.kernels import kernel_op_indices
 from rules.outcome import is_infrastructure_failure
 from rules.records import AdviceRequest, Decision, Evidence, Hypothesis, IterationRecord
-from rules.routing import GENERATORS
+from rules.routing import GENERATORS, img2col_op
 from workers.records import KernelMetrics, OpSchedule, ScheduleEdit
 
 
@@ -151,6 +151,8 @@ def _ranked_families(request: AdviceRequest, guide: Guide, c: Classification, k:
 def _route(request: AdviceRequest, guide: Guide, c: Classification, k: KernelMetrics, schedule: OpSchedule,
            blocked: set[str], experience) -> _Routing:
     op = request.model.ops[schedule.op_index]
+    if schedule.img2col:  # its tiles address the img2col matmul's loops
+        op = img2col_op(op)
     has_reduction = schedule.family in ("matmul", "conv", "reduction", "pooling") or "reduction" in op.iterator_types
     families, priors = _ranked_families(request, guide, c, k, schedule, experience)
     out = _Routing(evidence=priors)

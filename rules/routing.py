@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import OpInfo, OpSchedule, ScheduleEdit, default_split_factor
+from workers.records import IMG2COL_CONVS, OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_op
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 V0_REDUCTION_TILE = 8
@@ -94,6 +94,19 @@ def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleE
     return ScheduleEdit(s.op_index, "tensor_core", "mma_sync")
 
 
+def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    """A 2-D conv as a gather fused into a register-tiled matmul (structured.convert_conv2d_to_img2col).
+    The tiles then address the matmul's loops, so the edit carries the matmul template's tiles too."""
+    if s.img2col or op.name not in IMG2COL_CONVS or s.tensor_core != "none" or s.split_reduction \
+            or s.block_reduction:
+        return None
+    from workers.compile.schedule import img2col_schedule  # the compile stage's matmul template
+    t = img2col_schedule(op)
+    return ScheduleEdit(s.op_index, "img2col", {"img2col": True, "family": t.family, "block_tile": t.block_tile,
+                                                "thread_tile": t.thread_tile, "reduction_tile": t.reduction_tile,
+                                                "vectorize": t.vectorize})
+
+
 GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]] = {
     "halve_block_tile": lambda s, op, r: halve_block_tile(s, op),
     "halve_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 0.5),
@@ -104,5 +117,6 @@ GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]]
     "enable_fusion": enable_fusion,
     "enable_promote": enable_promote,
     "enable_mma_sync": enable_mma_sync,
+    "enable_img2col": enable_img2col,
     "none": lambda s, op, r: None,
 }

@@ -74,6 +74,16 @@ class OpSchedule(JsonRecord):
     # a first kernel gives each partial (K/split elements) its own thread, the kernel itself then merges
     # the partials (0 = one thread reduces all K elements of an output)
     split_reduction: int = 0
+    # reduce each output with this many threads of one block (tile_reduction_using_forall): their
+    # partials in shared memory, merged by one thread per output in the same kernel; one output per
+    # block (block_tile 1 on the parallel loops, thread_tile all 0); 0 = off
+    block_reduction: int = 0
+    # lower a 2-D convolution (linalg.conv_2d_nchw_fchw / nhwc_hwcf / nhwc_fhwc) through
+    # structured.convert_conv2d_to_img2col: the tiles then address the matmul-like op it becomes, loops
+    # (batch, out channels, output pixels, reduction) for nchw_fchw and (batch, pixels, out channels,
+    # reduction) for nhwc; the img2col gather is fused into that kernel's reduction loop (never
+    # materialized)
+    img2col: bool = False
 
 
 def default_split_factor(extent: int) -> int:
@@ -84,6 +94,24 @@ def default_split_factor(extent: int) -> int:
     while extent % (split * 2) == 0 and (split * 2) ** 2 <= extent:
         split *= 2
     return split
+
+
+IMG2COL_CONVS = ("linalg.conv_2d_nchw_fchw", "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc")
+
+
+def img2col_op(op: OpInfo) -> OpInfo:
+    """The matmul-like op that structured.convert_conv2d_to_img2col makes of a 2-D conv (the loops an
+    img2col schedule's tiles address): (n, f, oh*ow, c*kh*kw) for nchw_fchw, (n, oh*ow, f, kh*kw*c)
+    for the nhwc forms. ValueError for any other op."""
+    if op.name not in IMG2COL_CONVS or len(op.loop_ranges) != 7:
+        raise ValueError(f"img2col applies to {', '.join(IMG2COL_CONVS)}, not {op.name}")
+    r = op.loop_ranges
+    if op.name == "linalg.conv_2d_nchw_fchw":  # (n, f, oh, ow, c, kh, kw)
+        ranges = [r[0], r[1], r[2] * r[3], r[4] * r[5] * r[6]]
+    else:  # (n, oh, ow, f, kh, kw, c)
+        ranges = [r[0], r[1] * r[2], r[3], r[4] * r[5] * r[6]]
+    return OpInfo(index=op.index, name="linalg.generic", family="matmul", loop_ranges=ranges,
+                  iterator_types=["parallel", "parallel", "parallel", "reduction"], dtype=op.dtype, flops=op.flops)
 
 
 @dataclass

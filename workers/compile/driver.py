@@ -91,6 +91,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         result.stage = "lowering"
         mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
+        mlir.align_kernel_pointers(module)
         if pipeline.fp_contract:
             mlir.allow_fp_contraction(module)
         mlir.run_pipeline(module, pipeline.lowering)

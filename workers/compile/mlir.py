@@ -157,3 +157,28 @@ def allow_fp_contraction(module: ir.Module) -> None:
     contract = ir.Attribute.parse("#arith.fastmath<contract>")
     for op in [o for name in CONTRACTIBLE for o in _kernel_ops(module, name)]:
         op.attributes["fastmath"] = contract
+
+
+POINTER_ALIGNMENT = 16
+
+
+def align_kernel_pointers(module: ir.Module) -> None:
+    """Mark each memref argument of a kernel `llvm.align = 16`: with the bare-pointer ABI it is the base
+    pointer of a whole device buffer (host views keep their source's pointer; the kernel applies the
+    offset), and device allocations are at least 256-byte aligned (the measure worker copies any
+    buffer that is not 16-byte aligned). LLVM then proves which loads and stores of 4 x 32 bits are
+    16-byte aligned and emits ld.global.v4 / st.global.v4 for them."""
+    align = ir.DictAttr.get({"llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), POINTER_ALIGNMENT)})
+    for func in _kernel_ops(module, "gpu.func"):
+        if "kernel" not in func.attributes:
+            continue
+        inputs = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs
+        old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+        attrs = []
+        for i, t in enumerate(inputs):
+            d = ir.DictAttr(old[i]) if i < len(old) else None
+            entries = {d[j].name: d[j].attr for j in range(len(d))} if d is not None else {}
+            if isinstance(t, ir.MemRefType):
+                entries["llvm.align"] = align["llvm.align"]
+            attrs.append(ir.DictAttr.get(entries))
+        func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)

@@ -7,7 +7,20 @@ among the function's linalg ops.
 
 A group whose schedule sets split_reduction launches twice: structured.split_reduction turns its
 reduction into partial reductions (their own kernel, many threads per output) and a merge of the
-partials that takes the reduction's place in the group's kernel.
+partials that takes the reduction's place in the group's kernel. A group whose schedule sets
+block_reduction instead stays one kernel: a block per output, its threads' partials in shared memory
+(structured.tile_reduction_using_forall), merged by one thread after the block's barrier; it can fuse
+its producer, and an elementwise producer that such a kernel and other consumers all read is computed
+again in each of them instead of being written to memory (recomputed_producers).
+
+A conv whose schedule sets img2col becomes, right after the ops are split into handles, a gather and
+a matmul-like op (structured.convert_conv2d_to_img2col); its kernel tiles that matmul (the schedule's
+tiles address its 4 loops) and fuses the gather into each thread's reduction loop.
+
+Elementwise kernels give each thread one 128-bit vector of the innermost loop (4 f32); kernel pointer
+arguments are marked 16-byte aligned so that these become ld.global.v4 / st.global.v4. Reduction loops
+that a kernel tiles and vectorizes keep their accumulator in registers
+(loop.hoist_loop_invariant_subsets on tensors, after CSE).
 """
 from __future__ import annotations
 
@@ -19,7 +32,8 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
 from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
                                         plan_mma)
-from workers.records import OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor
+from workers.records import (IMG2COL_CONVS, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor,
+                             img2col_op as records_img2col_op)
 
 MAX_THREADS = 1024
 TARGET_THREADS = 256
@@ -60,6 +74,7 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
 SPLIT_MAX_OUTPUTS = 1 << 16
 SPLIT_MIN_EXTENT = 256
 PARTIAL_LOADS = 8  # elements a thread of a partial-reduction kernel loads at once
+MERGE_LOADS = 8  # partials a thread of a merge kernel loads at once
 
 
 def _reduction_extents(op: OpInfo) -> list[int]:
@@ -87,6 +102,27 @@ def partial_reduction_op(op: OpInfo, split: int) -> OpInfo:
                   dtype=op.dtype, flops=op.flops)
 
 
+# v0 lowers a conv through img2col where it has a window (not 1x1) and its img2col matmul gets the
+# register-tiled template (output channels and pixels in multiples of 64); other convs keep the direct
+# schedule
+IMG2COL_MIN_WINDOW = 2
+
+
+def img2col_op(op: OpInfo) -> OpInfo:
+    try:
+        return records_img2col_op(op)
+    except ValueError as e:
+        raise ScheduleError(f"op {op.index}: {e}") from None
+
+
+def wants_img2col(op: OpInfo) -> bool:
+    if op.name not in IMG2COL_CONVS or len(op.loop_ranges) != 7:
+        return False
+    r = op.loop_ranges
+    window = r[5] * r[6] if op.name == "linalg.conv_2d_nchw_fchw" else r[4] * r[5]
+    return window >= IMG2COL_MIN_WINDOW and max(img2col_schedule(op).thread_tile) > 1
+
+
 def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     """The v0 launch shape of one op: threads along the innermost parallel dims, one or a few
     outputs per thread, the rest of the parallel dims spread over the grid. Tiles divide the loop
@@ -100,20 +136,39 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     inner = parallel[-2:]  # up to two dims mapped to threads: (y, x)
     # matmul-like work reuses operands across a register tile; elementwise work gets 1 per thread
     per_thread = 4 if family in ("matmul", "conv") and all(ranges[d] % 64 == 0 for d in inner) else 1
+    # elementwise work: a contiguous run of one 128-bit vector per thread along the innermost loop
+    vector = elementwise_vector_width(op) if family == "elementwise" and per_thread == 1 else 1
     # x first: a 16x16 square for register-tiled work, else 64 wide for coalesced rows
     x_cap = 16 if per_thread > 1 else 64
     budget = TARGET_THREADS
     for d in reversed(inner):
         cap = budget if d != inner[-1] or len(inner) == 1 else x_cap
-        threads = _largest_divisor_at_most(ranges[d] // per_thread, cap)
-        block[d] = threads * per_thread
-        thread[d] = per_thread
+        run = vector if d == inner[-1] and vector > 1 else per_thread
+        threads = _largest_divisor_at_most(ranges[d] // run, cap)
+        block[d] = threads * run
+        thread[d] = run
         budget = max(budget // threads, 1)
     # a block tile that covers the whole loop is no grid dimension at all
     block = [0 if b >= ranges[d] else b for d, b in enumerate(block)]
     if not any(block) and parallel:  # the kernel still needs a (one-block) grid to map
         block[parallel[0]] = ranges[parallel[0]]
-    return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread)
+    return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread, vectorize=vector > 1)
+
+
+VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
+ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
+
+
+def elementwise_vector_width(op: OpInfo) -> int:
+    """Elements of one 128-bit access along an elementwise op's innermost loop (1 where that loop is
+    not the innermost dim, the dtype is unknown or the extent is not a multiple). Kernel pointer
+    arguments are 16-byte aligned (mlir.align_kernel_pointers), so a thread's run starting at a
+    multiple of this width of a row whose length is a multiple of it loads as one vector."""
+    ranges, iters = op.loop_ranges, op.iterator_types
+    if not ranges or iters[-1] != "parallel" or "reduction" in iters:
+        return 1
+    width = VECTOR_BYTES // ELEMENT_BYTES.get(op.dtype, VECTOR_BYTES)
+    return width if width > 1 and ranges[-1] % width == 0 and ranges[-1] >= width * 8 else 1
 
 
 def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> list[Group]:
@@ -121,6 +176,7 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
     into its only consumer when it feeds it through an identity map (no recomputation)."""
     by_index = {s.op_index: s for s in params.ops} if params else {}
     fused: set[int] = set()
+    shared = recomputed_producers(facts, by_index)
     groups: list[Group] = []
     for f in reversed(facts):  # consumers first, so producers know whether they were taken
         i = f.info.index
@@ -133,8 +189,8 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
         split_anchor = schedule is not None and schedule.split_reduction and "reduction" in f.info.iterator_types
         if (schedule is None or schedule.fuse_producers) and not split_anchor:
             for p, identity in zip(f.operand_producers, f.input_maps_identity):
-                if p is not None and identity and facts[p].single_use and facts[p].info.family != "fill" \
-                        and p not in fused:
+                if p is not None and identity and facts[p].info.family != "fill" and not _img2col_anchor(p, facts, by_index) \
+                        and (facts[p].single_use and p not in fused or p in shared):
                     producer = p
                     break
         # a fill shared by several ops is cloned into each of them
@@ -143,6 +199,36 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
         fused.update([i] + ([producer] if producer is not None else []))
         groups.append(Group(anchor=i, producer=producer, fills=fills))
     return list(reversed(groups))
+
+
+def _img2col_anchor(i: int, facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> bool:
+    """A conv lowered through img2col (by its schedule, or by v0 where it has none) is a kernel's anchor:
+    its result leaves the img2col matmul through a reshape that producer fusion cannot cross."""
+    s = by_index.get(i)
+    return s.img2col if s is not None else wants_img2col(facts[i].info)
+
+
+def recomputed_producers(facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> set[int]:
+    """Elementwise ops with several consumers that each compute it again instead of reading it from
+    memory (softmax's exp(x - max), read by the sum and by the divide): where one consumer is a block
+    reduction (which can fuse a producer, unlike a split one) and every consumer reads it through an
+    identity map as its first such operand, and fuses producers."""
+    shared = set()
+    for f in facts:
+        p = f.info.index
+        consumers = [c for c in facts if p in c.operand_producers]
+        if f.info.family != "elementwise" or f.single_use or len(consumers) < 2:
+            continue
+        def takes(c):
+            s = by_index.get(c.info.index)
+            firsts = [q for q, identity in zip(c.operand_producers, c.input_maps_identity)
+                      if q is not None and identity and facts[q].info.family != "fill"]
+            return (s is None or s.fuse_producers) and firsts[:1] == [p] and \
+                c.operand_producers.count(p) == 1 and (c.info.family == "elementwise" or s is not None and s.block_reduction)
+        if all(takes(c) for c in consumers) and any(by_index.get(c.info.index) and by_index[c.info.index].block_reduction
+                                                   for c in consumers):
+            shared.add(p)
+    return shared
 
 
 def _is_unconsumed_fill(fill: LinalgOpFacts, facts: list[LinalgOpFacts]) -> bool:
@@ -163,18 +249,35 @@ V0_REDUCTION_TILE = 8
 
 def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
     family = group_family(g, facts)
+    if g.producer is None and wants_img2col(facts[g.anchor].info):
+        return img2col_schedule(facts[g.anchor].info)
     schedule = default_op_schedule(facts[g.anchor].info, family)
     member = _reduction_member(g, facts)
     if member is not None and _wants_split(facts[member].info):
         # the kernel merges a few partials per output: one output per thread, whatever the family
         schedule = dataclasses.replace(default_op_schedule(facts[g.anchor].info, "reduction"), family=family)
         schedule.split_reduction = default_split_factor(_reduction_extents(facts[member].info)[0])
+        # the merge reads its row's partials MERGE_LOADS at a time into a vector, accumulator hoisted
+        if any(schedule.thread_tile):
+            schedule.reduction_tile = _largest_divisor_at_most(schedule.split_reduction, MERGE_LOADS)
+            schedule.vectorize = True
         return schedule
     if family == "matmul" and member is not None and any(schedule.thread_tile):
         info = facts[member].info
         reductions = [r for r, it in zip(info.loop_ranges, info.iterator_types) if it == "reduction"]
         if len(reductions) == 1 and reductions[0] % V0_REDUCTION_TILE == 0:
             schedule.reduction_tile, schedule.vectorize = V0_REDUCTION_TILE, True
+    return schedule
+
+
+def img2col_schedule(conv: OpInfo) -> OpSchedule:
+    """A conv's schedule through img2col: the v0 matmul template on its img2col matmul (64x64 block
+    tile, 4x4 per thread, the reduction loop tiled by 8 and the thread's tile vectorized)."""
+    op = img2col_op(conv)
+    schedule = default_op_schedule(op, "matmul")
+    schedule.img2col = True
+    if any(schedule.thread_tile) and op.loop_ranges[3] % V0_REDUCTION_TILE == 0:
+        schedule.reduction_tile, schedule.vectorize = V0_REDUCTION_TILE, True
     return schedule
 
 
@@ -205,6 +308,14 @@ def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
     targets = [s for s in new.ops if s.op_index == edit.op_index]
     if not targets or edit.field not in SCHEDULE_FIELDS:
         raise ScheduleError(f"no op {edit.op_index} field {edit.field!r} in the schedule")
+    if edit.field == "img2col" and isinstance(edit.value, dict):
+        # turning img2col on or off changes the loops the tiles address: the edit carries the new tiles
+        unknown = set(edit.value) - (SCHEDULE_FIELDS | {"family"})
+        if unknown or "img2col" not in edit.value:
+            raise ScheduleError(f"op {edit.op_index}: an img2col edit sets img2col and tile fields, not {sorted(unknown)}")
+        for field, value in edit.value.items():
+            setattr(targets[0], field, value)
+        return new
     setattr(targets[0], edit.field, edit.value)
     return new
 
@@ -226,10 +337,19 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     """Check one kernel's tiles; returns the thread block shape [x, y, z]."""
     op = facts[g.anchor].info
     members = [g.anchor] + ([g.producer] if g.producer is not None else [])
+    if schedule.img2col:
+        op = img2col_op(op)  # raises ScheduleError for a non-conv op
+        if g.producer is not None or schedule.tensor_core != "none" or schedule.split_reduction \
+                or schedule.block_reduction:
+            raise ScheduleError(f"op {op.index}: img2col kernels fuse no producer and take no tensor_core, "
+                                "split_reduction or block_reduction")
+        members = []
+        if schedule.vectorize and not schedule.reduction_tile:
+            raise ScheduleError(f"op {op.index}: vectorizing an img2col matmul needs a reduction_tile")
     n = len(op.loop_ranges)
     if len(schedule.block_tile) != n or len(schedule.thread_tile) != n:
         raise ScheduleError(f"op {op.index}: tiles must have {n} entries (one per loop)")
-    if schedule.vectorize and not schedule.reduction_tile and any(
+    if schedule.vectorize and not schedule.reduction_tile and not schedule.block_reduction and any(
             "reduction" in facts[m].info.iterator_types for m in members):
         raise ScheduleError(f"op {op.index}: vectorizing a reduction needs a reduction_tile (else the whole "
                             "reduction loop becomes one vector)")
@@ -240,6 +360,8 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
         return [mma_plan(schedule, g, facts).threads, 1, 1]
     if schedule.split_reduction:
         _check_split(schedule, g, facts)
+    if schedule.block_reduction:
+        return _check_block_reduction(schedule, g, facts)
     for d, (b, t) in enumerate(zip(schedule.block_tile, schedule.thread_tile)):
         if op.iterator_types[d] == "reduction" and (b or t):
             raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
@@ -271,6 +393,67 @@ def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
                             f"split_reduction {split}: the kernel's reduction loop merges {split} partials")
 
 
+def _check_block_reduction(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """One output per block, its reduction loop spread over `block_reduction` threads."""
+    op, threads = facts[g.anchor].info, schedule.block_reduction
+    if _reduction_member(g, facts) != g.anchor or len(_reduction_extents(op)) != 1:
+        raise ScheduleError(f"op {op.index}: block_reduction needs a kernel whose anchor op has one reduction loop")
+    if schedule.split_reduction:
+        raise ScheduleError(f"op {op.index}: block_reduction and split_reduction exclude each other")
+    extent = _reduction_extents(op)[0]
+    if not 2 <= threads <= MAX_THREADS or extent % threads:
+        raise ScheduleError(f"op {op.index}: block_reduction {threads} must be 2..{MAX_THREADS} and divide the "
+                            f"reduction loop extent {extent}")
+    if any(schedule.thread_tile):
+        raise ScheduleError(f"op {op.index}: with block_reduction the threads of a block reduce one output: "
+                            "thread_tile must be all 0")
+    if schedule.reduction_tile and (extent // threads) % schedule.reduction_tile:
+        raise ScheduleError(f"op {op.index}: reduction_tile {schedule.reduction_tile} must divide the "
+                            f"{extent // threads} elements each thread reduces")
+    for d, b in enumerate(schedule.block_tile):
+        parallel = op.iterator_types[d] == "parallel"
+        if (not parallel and b) or (parallel and b != 1 and not (b == 0 and op.loop_ranges[d] == 1)):
+            raise ScheduleError(f"op {op.index}: with block_reduction each block computes one output: block "
+                                f"tile 1 on every parallel loop, 0 on the reduction, not {schedule.block_tile}")
+    if not any(schedule.block_tile):
+        raise ScheduleError(f"op {op.index}: block_reduction needs at least one parallel loop over blocks")
+    return [threads, 1, 1]
+
+
+def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) -> OpSchedule | None:
+    """The one-kernel shape of a group whose anchor is a row-like reduction: a block per output,
+    block_reduction_threads(K) threads reducing its K elements; None where it does not apply."""
+    op = facts[g.anchor].info
+    if _reduction_member(g, facts) != g.anchor or not _wants_split(op):
+        return None
+    extent = _reduction_extents(op)[0]
+    block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(op.loop_ranges, op.iterator_types)]
+    if not any(block):
+        return None
+    threads = block_reduction_threads(extent)
+    per_thread = extent // threads
+    return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
+                      block_reduction=threads, vectorize=True,
+                      reduction_tile=_largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
+
+
+def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
+    """A copy of `params` where every split row reduction is a one-kernel block reduction instead
+    (block_reduction_schedule), and producers that this lets kernels fuse lose their own schedule."""
+    new = ScheduleParams.from_dict(params.to_dict())
+    groups = {g.anchor: g for g in plan_groups(facts, None)}
+    new.ops = [(block_reduction_schedule(groups[s.op_index], facts, s.family) if s.split_reduction
+                and s.op_index in groups else None) or s for s in new.ops]
+    anchors = {g.anchor for g in plan_groups(facts, new)}
+    new.ops = [s for s in new.ops if s.op_index in anchors]
+    return new
+
+
+def block_reduction_threads(extent: int) -> int:
+    """Threads per output of a v0 block reduction: up to 256, each reducing at least 4 elements."""
+    return _largest_divisor_at_most(extent, max(min(extent // 4, 256), 1))
+
+
 def _block_dims(schedule: OpSchedule, op: OpInfo) -> list[int]:
     threads = [n for n in threads_per_loop(schedule, op) if n]
     if len(threads) > 3:
@@ -297,6 +480,7 @@ def _ints(xs: list[int]) -> str:
 
 
 ANY = "!transform.any_op"
+HOIST = "    transform.loop.hoist_loop_invariant_subsets"
 
 
 def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts]) -> list[Kernel]:
@@ -310,7 +494,7 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
             member = _reduction_member(g, facts)
             partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction))
             placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, partial=True)))
-        placed.append(((g.anchor, 1), Kernel(g.anchor, group_family(g, facts), block)))
+        placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block)))
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
@@ -331,17 +515,29 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     lines.append(f"    %ops = transform.structured.match interface{{LinalgOp}} in %func : ({ANY}) -> {ANY}")
     handles = ", ".join(f"%op{i}" for i in range(len(facts)))
     lines.append(f"    {handles} = transform.split_handle %ops : ({ANY}) -> ({', '.join([ANY] * len(facts))})")
-    for g in groups:
-        lines += _emit_group(ids, g, schedules[g.anchor], facts)
+    lines += emit_img2col_conversions(groups, schedules, facts)
+    # a producer that several kernels compute again is fused into the last consumer first: fusion into a
+    # kernel that runs before another consumer would write the producer's result out for it
+    recomputed = any(g.producer is not None and not facts[g.producer].single_use for g in groups)
+    order = list(reversed(groups)) if recomputed else groups
+    group_lines = [line for g in order for line in _emit_group(ids, g, schedules[g.anchor], facts)]
+    # loop-invariant subsets are found once CSE has made the accumulator's read and write indices the
+    # same values: those steps run after it
+    hoists = [line for line in group_lines if line.startswith(HOIST)]
+    lines += [line for line in group_lines if not line.startswith(HOIST)]
     lines += [
         f"    transform.apply_patterns to %func {{ transform.apply_patterns.canonicalization }} : {ANY}",
         f"    transform.apply_cse to %func : {ANY}",
+        *hoists,
         f'    %empties = transform.structured.match ops{{["tensor.empty"]}} in %root : ({ANY}) -> !transform.op<"tensor.empty">',
         '    transform.bufferization.empty_tensor_to_alloc_tensor %empties : (!transform.op<"tensor.empty">) '
         '-> !transform.op<"bufferization.alloc_tensor">',
     ]
     for k in sorted(tensor_cores):
         lines += emit_shared_accumulator(k)
+    for k, kernel in enumerate(kernels):  # a block reduction's partials are shared by the block
+        if not kernel.partial and schedules[kernel.anchor].block_reduction:
+            lines += emit_shared_accumulator(k)
     lines += [
         "    %bufferized = transform.bufferization.one_shot_bufferize %root {bufferize_function_boundaries = true, "
         f"function_boundary_type_conversion = 1 : i32, memcpy_op = \"linalg.copy\"}} : ({ANY}) -> {ANY}",
@@ -425,11 +621,19 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
     k = f"g{g.anchor}"
     if s.tensor_core != "none":
         return _emit_mma_group(ids[(g.anchor, False)], k, g, s, facts)
+    if s.img2col:
+        return _emit_img2col_group(ids[(g.anchor, False)], k, g, s, facts)
     handles = {m: f"%op{m}" for m in [g.anchor] + ([g.producer] if g.producer is not None else [])}
     # fusion consumes the producer's handle, so a shared fill is looked up afresh from each consumer
     out = [f"    %{k}_fill{j} = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
            for j, (op, operand) in enumerate(g.fills)]
+    if g.producer is not None and not facts[g.producer].single_use:  # recomputed in each consumer
+        operand = facts[g.anchor].operand_producers.index(g.producer)
+        out.append(f"    %{k}_producer = transform.get_producer_of_operand %op{g.anchor}[{operand}] : ({ANY}) -> {ANY}")
+        handles[g.producer] = f"%{k}_producer"
     member = _reduction_member(g, facts)
+    if s.block_reduction:
+        return out + _emit_block_reduction(ids[(g.anchor, False)], k, g, s, facts, handles.get(g.producer))
     if s.split_reduction:
         out += _emit_split(ids[(g.anchor, True)], k, handles[member], s.split_reduction, facts[member].info)
         handles[member] = f"%{k}_merge"  # the merge of the partials takes the reduction's place
@@ -440,7 +644,11 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
     out += _emit_tiles(ids[(g.anchor, False)], k, handles[g.anchor], members, s, op)
     n_thread = sum(1 for t in s.thread_tile if t)
     thread_ops = {g.anchor: f"%{k}_t"} | ({g.producer: f"%{k}_m0t"} if g.producer is not None else {})
-    if s.reduction_tile and member and n_thread:
+    # a tile that covers the whole loop would leave a one-trip loop that canonicalization folds away
+    # under the handles of the steps after it: the loop then stays untiled
+    tiled = bool(s.reduction_tile and member and n_thread) and s.reduction_tile < (
+        s.split_reduction or _reduction_extents(facts[member].info)[0])
+    if tiled:
         member_op = facts[member].info
         first = member_op.iterator_types.index("reduction")
         sizes = [s.reduction_tile if d == first else 0 for d in range(len(member_op.loop_ranges))]
@@ -451,7 +659,115 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         fills = [f"%{k}_m{j}t" for j in range(len(members)) if j >= (g.producer is not None)]
         for handle in [*fills, *thread_ops.values()]:
             out.append(f"    transform.structured.vectorize {handle} : {ANY}")
+        if s.split_reduction and tiled:
+            # the merge's accumulator: read and written at the same place every iteration, it becomes a
+            # vector carried by the loop (registers) instead of a store to global memory per step
+            out.append(f"{HOIST} %{k}_rloop : {ANY}")
     return out
+
+
+def emit_img2col_conversions(groups: list[Group], schedules: dict[int, OpSchedule],
+                             facts: list[LinalgOpFacts]) -> list[str]:
+    """Every img2col conv becomes its gather (%g<i>_im2col) and matmul-like op (%g<i>_mm) before any
+    kernel is tiled; canonicalization then moves each conv's fill past the reshape of its init, so that
+    the fill initialises the matmul's init directly and fuses into its kernel."""
+    out = []
+    for g in groups:
+        if schedules[g.anchor].img2col:
+            k = f"g{g.anchor}"
+            out += [f"    // op {g.anchor} ({facts[g.anchor].info.name}) through img2col",
+                    f"    %{k}_im2col, %{k}_reshaped = transform.structured.convert_conv2d_to_img2col %op{g.anchor} "
+                    f": ({ANY}) -> ({ANY}, {ANY})",
+                    f"    %{k}_mm = transform.get_producer_of_operand %{k}_reshaped[0] : ({ANY}) -> {ANY}"]
+    if out:
+        out.append(f"    transform.apply_patterns to %func {{ transform.apply_patterns.canonicalization }} : {ANY}")
+    return out
+
+
+def _emit_img2col_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
+    """The img2col matmul tiled like a matmul (blocks, a register tile per thread, the reduction loop
+    tiled), its fill fused; the gather is fused into each thread's reduction loop, so a thread gathers
+    the reduction_tile x thread_tile slice of the img2col matrix it multiplies next (never in memory)."""
+    op = img2col_op(facts[g.anchor].info)
+    fill = [f"%{k}_fill0"] if g.fills else []
+    out = [f"    %{k}_fill0 = transform.get_producer_of_operand %{k}_mm[2] : ({ANY}) -> {ANY}"] if g.fills else []
+    out.append(f"    // kernel of op {g.anchor} (img2col matmul, loops {op.loop_ranges})")
+    out += _emit_tiles(kernel, k, f"%{k}_mm", [f"%{k}_im2col"] + fill, s, op)
+    if not any(s.thread_tile):
+        return out
+    mm = f"%{k}_t"
+    if s.reduction_tile and s.reduction_tile < op.loop_ranges[3]:
+        out += [f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for %{k}_t tile_sizes "
+                f"{_ints([0, 0, 0, s.reduction_tile])} : ({ANY}) -> ({ANY}, {ANY})",
+                f"    %{k}_gr, %{k}_rloop1 = transform.structured.fuse_into_containing_op %{k}_m0t into %{k}_rloop "
+                f": ({ANY}, {ANY}) -> ({ANY}, {ANY})"]
+        mm = f"%{k}_r"  # the gather (%{k}_gr) stays scalar loads: its indexing map does not vectorize
+    if s.vectorize:
+        out += [f"    transform.structured.vectorize {h} : {ANY}" for h in ([f"%{k}_m1t"] if fill else []) + [mm]]
+        if mm == f"%{k}_r":
+            out.append(f"{HOIST} %{k}_rloop1 : {ANY}")
+    return out
+
+
+def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts],
+                          producer: str | None) -> list[str]:
+    """One kernel per reduction: a block per output (fill and producer fused); its threads reduce
+    contiguous chunks of the reduction loop into a block-local (shared) tensor of
+    partials (tile_reduction_using_forall), and after the barrier that ends that forall one thread
+    merges them into the output. No partials in global memory, no second launch."""
+    op = facts[g.anchor].info
+    r = op.iterator_types.index("reduction")
+    position = op.iterator_types[:r].count("parallel")  # where the partials dim sits among the outputs
+    n_parallel = op.iterator_types.count("parallel")
+    members = ([producer] if g.producer is not None else []) + [f"%{k}_fill{j}" for j in range(len(g.fills))]
+    n_block = sum(1 for b in s.block_tile if b)
+    out = [f"    // kernel of op {g.anchor} ({s.family}): {s.block_reduction} threads per output"
+           + (f", fused producer op {g.producer}" if g.producer is not None else ""),
+           f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
+           f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall %op{g.anchor} tile_sizes {_ints(s.block_tile)} "
+           f"(mapping = [{_mapping('block', n_block)}]) : ({ANY}) -> ({ANY}, {ANY})"]
+    containing = f"%{k}_grid"
+    for j, m in enumerate(members):
+        out.append(f"    %{k}_m{j}b, %{k}_grid{j} = transform.structured.fuse_into_containing_op {m} into {containing} "
+                   f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        containing = f"%{k}_grid{j}"
+    threads = [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))]
+    out += [
+        f"    transform.annotate {containing} \"farm.kernel\" = %{k}_id : {ANY}, !transform.param<i64>",
+        f"    %{k}_pfill, %{k}_split, %{k}_comb, %{k}_tf = transform.structured.tile_reduction_using_forall %{k}_b "
+        f"reduction_dims = [{r}] by num_threads = {_ints(threads)} tile_sizes = {_ints([0] * len(threads))} "
+        f"mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
+        # each thread initialises its own partial (a fill left in the block would race with the forall)
+        f"    %{k}_pft, %{k}_tf0 = transform.structured.fuse_into_containing_op %{k}_pfill into %{k}_tf "
+        f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
+    ]
+    vectorized = [f"%{k}_pft"]
+    if g.producer is not None:
+        out.append(f"    %{k}_prt, %{k}_tf1 = transform.structured.fuse_into_containing_op %{k}_m0b into %{k}_tf0 "
+                   f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        vectorized.append(f"%{k}_prt")
+    split = f"%{k}_split"
+    if s.reduction_tile:
+        sizes = [s.reduction_tile if d == r else 0 for d in range(len(op.loop_ranges))]
+        out.append(f"    %{k}_sr, %{k}_srloop = transform.structured.tile_using_for %{k}_split tile_sizes {_ints(sizes)} "
+                   f": ({ANY}) -> ({ANY}, {ANY})")
+        out.append(f"{HOIST} %{k}_srloop : {ANY}")
+        split = f"%{k}_sr"
+    vectorized.append(split)
+    # the merge: one thread per output (the block has one), after the barrier that ends the forall
+    merge_threads = [1] * n_parallel
+    merge_threads.insert(position, 0)
+    out.append(f"    %{k}_ct, %{k}_cf = transform.structured.tile_using_forall %{k}_comb num_threads "
+               f"{_ints(merge_threads)} (mapping = [{_mapping('thread', n_parallel)}]) : ({ANY}) -> ({ANY}, {ANY})")
+    vectorized.append(f"%{k}_ct")
+    containing = f"%{k}_cf"
+    for j in range(len(g.fills)):
+        handle = f"%{k}_m{j + (g.producer is not None)}b"
+        out.append(f"    %{k}_f{j}t, %{k}_cf{j} = transform.structured.fuse_into_containing_op {handle} into "
+                   f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        containing = f"%{k}_cf{j}"
+        vectorized.append(f"%{k}_f{j}t")
+    return out + [f"    transform.structured.vectorize {h} : {ANY}" for h in vectorized]
 
 
 def _emit_mma_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
@@ -518,10 +834,15 @@ def _emit_split(kernel: int, k: str, reduction: str, split: int, op: OpInfo) -> 
     # a thread's strided elements are read PARTIAL_LOADS at a time into a vector, so that many loads
     # are in flight instead of one load, add and store of the accumulator per element
     loads = _largest_divisor_at_most(partial.loop_ranges[r], PARTIAL_LOADS)
+    if loads == partial.loop_ranges[r]:  # one vector covers a thread's elements: no loop to tile
+        return out + [f"    transform.structured.vectorize %{k}p_m0t : {ANY}",
+                      f"    transform.structured.vectorize %{k}p_t : {ANY}"]
     sizes = [loads if d == r else 0 for d in range(len(partial.loop_ranges))]
     return out + [
         f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {_ints(sizes)} "
         f": ({ANY}) -> ({ANY}, {ANY})",
         f"    transform.structured.vectorize %{k}p_m0t : {ANY}",
         f"    transform.structured.vectorize %{k}p_r : {ANY}",
+        # each thread's partial stays in a register across the loop (one store at the end)
+        f"{HOIST} %{k}p_rloop : {ANY}",
     ]

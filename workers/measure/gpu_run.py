@@ -110,7 +110,9 @@ class Runner:
             if list(t.shape) != b.shape or t.dtype != dtype:
                 raise ValueError(f"buffer {b.name}: the model gives {list(t.shape)} {t.dtype}, config.json "
                                  f"says {b.shape} {dtype}")
-            buffers[b.name] = t.contiguous()
+            t = t.contiguous()
+            # kernels take each buffer's base pointer as 16-byte aligned (ld/st.global.v4)
+            buffers[b.name] = t if t.data_ptr() % 16 == 0 else t.clone()
         return buffers
 
     def run(self) -> None:

@@ -1,0 +1,145 @@
+"""Convolutions through img2col: structured.convert_conv2d_to_img2col turns a 2-D conv into a gather
+and a matmul-like op; the gather is fused into the matmul kernel's reduction loop (the img2col matrix
+is never in memory) and the matmul gets the v0 register-tiled template. Real torch-mlir, MLIR, ptxas."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from workers.compile import compile_iteration, initial_params
+from workers.compile.analysis import analyze
+from workers.compile.pipeline import default_pipeline
+from workers.compile.schedule import (ScheduleError, default_op_schedule, emit_transform, img2col_schedule,
+                                      wants_img2col)
+from workers.frontend import lower_model
+from workers.records import OpSchedule, ScheduleParams
+
+ROOT = Path(__file__).parent.parent
+RESNET = ROOT / "benchmarks" / "models" / "conv3x3_resnet.py"
+ZOO_CONVS = [ROOT / "tests" / "data" / "zoo" / f"{name}.py" for name in ("conv_bn_relu", "small_cnn")]
+HOST_LOOPS = re.compile(r"\b(scf\.for|scf\.parallel|affine\.for|memref\.copy|linalg\.\w+)\b")
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conv")
+    lowered = {}
+    for model in [RESNET, *ZOO_CONVS]:
+        job = out / model.stem
+        lower_model(str(model), str(job))
+        lowered[model.stem] = job
+    return lowered
+
+
+def _facts(job):
+    return analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
+
+
+def _host_part(gpu_mlir: str) -> str:
+    return gpu_mlir.split("gpu.module")[0]
+
+
+def _check_ptx(vdir: Path):
+    ptx = (vdir / "kernels.ptx").read_text()
+    assert "malloc" not in ptx
+    done = subprocess.run([shutil.which("ptxas"), "-arch=sm_90a", "-v", str(vdir / "kernels.ptx"), "-o", os.devnull],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "bytes stack frame" in done.stderr and not re.search(r"[1-9]\d* bytes spill", done.stderr), done.stderr
+
+
+def _all_img2col(job) -> ScheduleParams:
+    """v0, with every conv of the model through img2col (whatever v0 picks for it)."""
+    facts = _facts(job)
+    params = initial_params(str(job))
+    convs = {f.info.index: img2col_schedule(f.info) for f in facts if f.info.family == "conv"}
+    # a conv that v0 fused into its consumer becomes a kernel of its own (the consumer keeps its schedule)
+    params.ops = sorted([s for s in params.ops if s.op_index not in convs] + list(convs.values()),
+                        key=lambda s: s.op_index)
+    return params
+
+
+def test_resnet_conv_v0_is_an_img2col_matmul_kernel(jobs):
+    job = jobs["conv3x3_resnet"]
+    params = initial_params(str(job))
+    conv = [s for s in params.ops if s.img2col]
+    assert len(conv) == 1
+    s = conv[0]
+    # loops (n, f, oh*ow, c*kh*kw) = (32, 64, 3136, 576): 64x64 block tiles, 4x4 per thread, K by 8
+    assert (s.block_tile, s.thread_tile, s.reduction_tile, s.vectorize) == ([1, 0, 64, 0], [0, 4, 4, 0], 8, True)
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, f"{result.stage}: {result.error}"
+    v0 = job / "v0"
+    transform = (v0 / "transform.mlir").read_text()
+    assert "convert_conv2d_to_img2col" in transform
+    config = json.loads((v0 / "config.json").read_text())
+    assert result.kernel_families[-1] == "matmul" and result.kernel_ops[-1] == s.op_index
+    launch = config["launches"][-1]
+    assert launch["block"] == [16, 16, 1] and launch["grid"][0] * launch["grid"][1] * launch["grid"][2] == 32 * 49
+    gpu = (v0 / "gpu.mlir").read_text()
+    assert not HOST_LOOPS.search(_host_part(gpu))
+    # the img2col matrix (32 x 576 x 3136) is never allocated: it is gathered inside the kernel
+    assert "32x576x3136" not in _host_part(gpu)
+    _check_ptx(v0)
+
+
+@pytest.mark.parametrize("name", [m.stem for m in ZOO_CONVS])
+def test_zoo_convs_compile_through_img2col(jobs, name):
+    job = jobs[name]
+    params = _all_img2col(job)
+    assert any(s.img2col for s in params.ops)
+    result = compile_iteration(str(job), 1, params)
+    assert result.ok, f"{result.stage}: {result.error}"
+    assert "matmul" in result.kernel_families
+    assert not HOST_LOOPS.search(_host_part((job / "v1" / "gpu.mlir").read_text()))
+    _check_ptx(job / "v1")
+
+
+def test_v0_keeps_direct_schedules_for_convs_with_few_output_channels(jobs):
+    facts = _facts(jobs["small_cnn"])
+    convs = [f.info for f in facts if f.info.family == "conv"]
+    # 3->16 and 16->32 channels: no 64x64 register tile for their img2col matmuls, they stay direct
+    assert [wants_img2col(c) for c in convs] == [False, False]
+    assert wants_img2col(_facts(jobs["conv3x3_resnet"])[3].info)
+
+
+def test_img2col_on_a_non_conv_op_is_a_schedule_error(jobs):
+    facts = _facts(jobs["conv_bn_relu"])
+    params = initial_params(str(jobs["conv_bn_relu"]))
+    other = next(s for s in params.ops if facts[s.op_index].info.family != "conv")
+    other.img2col = True
+    with pytest.raises(ScheduleError, match="img2col applies to"):
+        emit_transform(facts, params)
+
+
+def test_the_advisors_img2col_edit_moves_a_direct_conv_to_the_matmul_template(jobs):
+    from rules.guide import load
+    from rules.routing import GENERATORS
+    from workers.compile import apply_edit
+
+    assert load().families["img2col"].available
+    job = jobs["conv3x3_resnet"]
+    facts = _facts(job)
+    params = initial_params(str(job))
+    conv = next(f.info for f in facts if f.info.family == "conv")
+    # the conv as v0 schedules it without img2col (direct convolution)
+    params.ops = [default_op_schedule(conv, "conv") if s.op_index == conv.index else s for s in params.ops]
+    direct = next(s for s in params.ops if s.op_index == conv.index)
+    assert not direct.img2col and len(direct.block_tile) == 7
+    edit = GENERATORS["enable_img2col"](direct, facts[direct.op_index].info, True)
+    assert edit is not None and edit.field == "img2col"
+    new = apply_edit(params, edit)
+    s = next(s for s in new.ops if s.op_index == direct.op_index)
+    assert s.img2col and len(s.block_tile) == 4 and s.family == "matmul"
+    assert GENERATORS["enable_img2col"](s, facts[s.op_index].info, True) is None  # already on
+    result = compile_iteration(str(job), 2, new)
+    assert result.ok, f"{result.stage}: {result.error}"
+    assert result.kernel_families[-1] == "matmul"
+    _check_ptx(job / "v2")
