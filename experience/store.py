@@ -5,7 +5,6 @@ family and dtype match: the same chip alone never counts.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading

@@ -12,8 +12,8 @@ from rules.guide import Guide, load
 from rules.kernels import kernel_op_indices
 from rules.outcome import is_infrastructure_failure
 from rules.records import AdviceRequest, Decision, Evidence, Hypothesis, IterationRecord
-from rules.routing import GENERATORS, img2col_op
-from workers.records import KernelMetrics, OpSchedule, ScheduleEdit
+from rules.routing import GENERATORS
+from workers.records import KernelMetrics, OpSchedule, ScheduleEdit, img2col_op
 
 
 def _best(history: list[IterationRecord]) -> IterationRecord | None:

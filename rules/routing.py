@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import IMG2COL_CONVS, OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_op
+from workers.records import IMG2COL_CONVS, OpInfo, OpSchedule, ScheduleEdit, default_split_factor
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 V0_REDUCTION_TILE = 8

@@ -15,7 +15,18 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 MODELS = TESTS / "data" / "models"
+ZOO = TESTS / "data" / "zoo"
 REDIS_PASSWORD = "farm-test-secret"
+
+
+def lower_zoo(tmp_path_factory, *names: str) -> Path:
+    """A folder of job folders, one per zoo model, lowered by the real frontend (torch-mlir)."""
+    from workers.frontend import lower_model
+
+    out = tmp_path_factory.mktemp("jobs")
+    for name in names:
+        lower_model(str(ZOO / f"{name}.py"), str(out / name))
+    return out
 
 
 def _free_port() -> int:

@@ -3,7 +3,6 @@ and a matmul-like op; the gather is fused into the matmul kernel's reduction loo
 is never in memory) and the matmul gets the v0 register-tiled template. Real torch-mlir, MLIR, ptxas."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -19,7 +18,7 @@ from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import (ScheduleError, default_op_schedule, emit_transform, img2col_schedule,
                                       wants_img2col)
 from workers.frontend import lower_model
-from workers.records import OpSchedule, ScheduleParams
+from workers.records import ScheduleParams
 
 ROOT = Path(__file__).parent.parent
 RESNET = ROOT / "benchmarks" / "models" / "conv3x3_resnet.py"

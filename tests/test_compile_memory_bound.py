@@ -196,7 +196,6 @@ def test_softmax_block_reduction_reads_the_input_three_times_and_writes_once(blo
 
 
 def test_block_reduction_rejects_threads_over_the_reduction_or_thread_tiles(block_compiled, tmp_path):
-    from workers.compile.schedule import ScheduleError, emit_transform  # noqa: F401
     result, config, bodies, params = block_compiled["reduce_sum_large"]
     job = tmp_path / "reduce_sum_large"
     lower_model(str(MODELS["reduce_sum_large"]), str(job))

@@ -2,24 +2,19 @@
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
+from conftest import lower_zoo
 
 from workers.compile import ScheduleError, apply_edit, compile_iteration, initial_params
 from workers.compile.pipeline import PassPipeline
-from workers.frontend import lower_model
 from workers.records import ScheduleEdit
 
-ZOO = Path(__file__).parent / "data" / "zoo"
 
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("jobs")
-    for name in ("matmul_square", "elementwise_chain"):
-        lower_model(str(ZOO / f"{name}.py"), str(out / name))
-    return out
+    return lower_zoo(tmp_path_factory, "matmul_square", "elementwise_chain")
 
 
 def test_apply_edit_changes_exactly_one_field(jobs):
