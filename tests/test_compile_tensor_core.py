@@ -1,9 +1,10 @@
 """Tensor cores from the schedule: an f16 matmul compiles to mma.sync that ptxas accepts, and a
 tensor_core schedule the kernel cannot take fails at the schedule stage with the reason.
 
-v0 does not use tensor cores: a matmul whose epilogue is only the f32->f16 cast (a @ b in f16, e.g.
-benchmarks/models/matmul4096_f16.py) fails in convert-vector-to-gpu ("unhandled vector to mma type:
-arith.truncf"), while the zoo's matmul + ReLU compiles."""
+v0 of an f16 matmul kernel uses tensor cores (128x64 blocks of four 64x32 warps, K step 32), also
+where the epilogue is only the f32->f16 cast (a @ b in f16, benchmarks/models/matmul4096_f16.py): the
+epilogue works on rows of 1-D vectors, which convert-vector-to-gpu leaves alone (a 2-D chain of one
+truncf it took for MMA fragments and failed on: "unhandled vector to mma type: arith.truncf")."""
 from __future__ import annotations
 
 import shutil
@@ -11,20 +12,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import lower_zoo
 
 from workers.compile import apply_edit, compile_iteration, initial_params
 from workers.frontend import lower_model
 from workers.records import LaunchConfig, ScheduleEdit
 
-ZOO = Path(__file__).parent / "data" / "zoo"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
+
 
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("jobs")
-    for name in ("matmul_f16", "elementwise_chain"):
-        lower_model(str(ZOO / f"{name}.py"), str(out / name))
-    return out
+    return lower_zoo(tmp_path_factory, "matmul_f16", "elementwise_chain")
 
 
 def mma_params(job: Path, block_tile=(64, 64), thread_tile=(32, 32), reduction_tile=16):
@@ -36,14 +36,42 @@ def mma_params(job: Path, block_tile=(64, 64), thread_tile=(32, 32), reduction_t
     return params
 
 
-def test_switching_tensor_cores_on_is_one_edit(jobs):
-    """The advisor's edit: v0's thread tile is no warp tile, so the compile stage picks 32x32 warps."""
+def test_v0_of_an_f16_matmul_is_on_tensor_cores(jobs):
     job = jobs / "matmul_f16"
-    params = initial_params(str(job))
-    assert params.ops[0].tensor_core == "none", "v0 stays on CUDA cores (see the module doc)"
-    result = compile_iteration(str(job), 3, apply_edit(params, ScheduleEdit(2, "tensor_core", "mma_sync")))
+    (s,) = initial_params(str(job)).ops
+    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile) == ("mma_sync", [128, 64], [64, 32], 32)
+    assert initial_params(str(jobs / "elementwise_chain")).ops[0].tensor_core == "none"
+
+
+def test_a_thread_tile_that_is_no_warp_tile_gets_one(jobs):
+    """Switching tensor cores on is one edit of a SIMT schedule: its 4x4 thread tile is no warp tile,
+    so the compile stage picks 32x32 warps (eight of them for a 128x64 block)."""
+    job = jobs / "matmul_f16"
+    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "thread_tile", [4, 4]))
+    result = compile_iteration(str(job), 3, params)
     assert result.ok, result.error
-    assert "mma.sync.aligned.m16n8k16" in (job / "v3" / "kernels.ptx").read_text()
+    # a 32x32 warp tile is 2x4 mma tiles, twice per 32-wide K step
+    assert (job / "v3" / "kernels.ptx").read_text().count("mma.sync.aligned.m16n8k16") == 16
+    (launch,) = LaunchConfig.from_json((job / "v3" / "config.json").read_text()).launches
+    assert launch.block == [256, 1, 1]
+
+
+def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
+    """a @ b in f16 (matmul f16 x f16 -> f32, then a truncf-only epilogue), v0 at 4096^3."""
+    job = tmp_path / "matmul4096_f16"
+    lower_model(str(BENCHMARKS / "matmul4096_f16.py"), str(job))
+    result = compile_iteration(str(job), 0, initial_params(str(job)))
+    assert result.ok, result.error
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
+    assert ".shared .align 64 .b8 __farm_shared_0[32768]" in ptx, "the 128x64 f32 accumulator tile"
+    # the epilogue: each thread casts rows of 4 accumulators and stores 4 halves at once
+    assert ptx.count("st.global.v2.b32") == 16
+    if shutil.which("ptxas"):
+        done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v0" / "kernels.ptx"), "-o", "/dev/null"])
+        assert done.returncode == 0
+    (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
+    assert (launch.grid, launch.block) == ([64, 32, 1], [128, 1, 1])
 
 
 def test_f16_matmul_runs_on_tensor_cores(jobs):
@@ -72,16 +100,36 @@ def test_warp_tile_and_k_step_are_schedule_knobs(jobs):
     assert (job / "v1" / "kernels.ptx").read_text().count("mma.sync.aligned.m16n8k16") == 32
 
 
+def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
+    """promote_shared: per K step the block copies its 128x32 A and 32x64 B tiles into shared memory
+    (128-bit global loads), the warps read their mma fragments from there with ldmatrix."""
+    job = jobs / "matmul_f16"
+    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "promote_shared", True))
+    result = compile_iteration(str(job), 4, params)
+    assert result.ok, result.error
+    ptx = (job / "v4" / "kernels.ptx").read_text()
+    for shared in ("__farm_shared_0[32768]", "__farm_shared_1[8192]", "__farm_shared_2[4096]"):
+        assert f".shared .align 64 .b8 {shared};" in ptx, "accumulator, A and B tiles"
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
+    assert "ldmatrix.sync.aligned" in ptx and ptx.count("ld.global.v4") == 6  # (128x32 + 32x64) / 128 threads
+    if shutil.which("ptxas"):
+        done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v4" / "kernels.ptx"), "-o", "/dev/null"])
+        assert done.returncode == 0
+
+
 @pytest.mark.parametrize("job, field, value, reason", [
     ("elementwise_chain", "tensor_core", "mma_sync", "tensor_core applies to a linalg.matmul kernel"),
     ("matmul_f16", "block_tile", [64, 12], "block_tile [64, 12] must divide the output 256x256"),
     ("matmul_f16", "block_tile", [8, 8], "block_tile [8, 8] is no multiple of the 16x8 mma tile"),
     ("matmul_f16", "tensor_core", "wmma", "tensor_core must be 'none' or 'mma_sync'"),
+    ("matmul_f16", "reduction_tile", 64, "need more shared memory than 49152 bytes"),
 ])
 def test_tensor_cores_where_they_do_not_apply_fail_at_the_schedule_stage(jobs, job, field, value, reason):
     params = initial_params(str(jobs / job))
     op = params.ops[0].op_index
     params = apply_edit(params, ScheduleEdit(op, "tensor_core", "mma_sync"))
+    if field == "reduction_tile":  # 128x64 blocks: A and B tiles of 64-wide K steps beside the accumulator
+        params = apply_edit(params, ScheduleEdit(op, "promote_shared", True))
     shutil.rmtree(jobs / job / "v2", ignore_errors=True)
     result = compile_iteration(str(jobs / job), 2, apply_edit(params, ScheduleEdit(op, field, value)))
     assert not result.ok and result.stage == "schedule" and reason in result.error, result.error

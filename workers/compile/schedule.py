@@ -262,12 +262,42 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
             schedule.reduction_tile = _largest_divisor_at_most(schedule.split_reduction, MERGE_LOADS)
             schedule.vectorize = True
         return schedule
+    if family == "matmul":
+        mma = tensor_core_schedule(g, facts)
+        if mma is not None:
+            return mma
     if family == "matmul" and member is not None and any(schedule.thread_tile):
         info = facts[member].info
         reductions = [r for r, it in zip(info.loop_ranges, info.iterator_types) if it == "reduction"]
         if len(reductions) == 1 and reductions[0] % V0_REDUCTION_TILE == 0:
             schedule.reduction_tile, schedule.vectorize = V0_REDUCTION_TILE, True
     return schedule
+
+
+# v0 tiles of an f16 matmul on tensor cores (block, warp, K step), tried in order: 128x64 blocks of
+# four 64x32 warps, stepping K by 32, compiled to 32 mma.sync per warp and K step
+V0_MMA_TILES = [((128, 64), (64, 32), 32), ((64, 64), (32, 32), 32), ((64, 64), (32, 32), 16),
+                ((32, 32), (16, 16), 16)]
+
+
+def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule | None:
+    """The v0 schedule of an f16 x f16 matmul kernel (alone or fused into an elementwise consumer)
+    on mma.sync tensor cores, with the first V0_MMA_TILES entry that the kernel takes; None where
+    tensor cores do not apply (other dtypes, ops, shapes)."""
+    if g.producer is None and wants_img2col(facts[g.anchor].info):
+        return None
+    op = facts[g.anchor].info
+    n = len(op.loop_ranges)
+    for block, warp, k_step in V0_MMA_TILES:
+        tail = [0] * (n - 2)
+        schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*block, *tail],
+                              thread_tile=[*warp, *tail], reduction_tile=k_step, tensor_core="mma_sync")
+        try:
+            plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
+        except ValueError:
+            continue
+        return schedule
+    return None
 
 
 def img2col_schedule(conv: OpInfo) -> OpSchedule:
@@ -353,9 +383,9 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
             "reduction" in facts[m].info.iterator_types for m in members):
         raise ScheduleError(f"op {op.index}: vectorizing a reduction needs a reduction_tile (else the whole "
                             "reduction loop becomes one vector)")
-    if schedule.promote_shared:
+    if schedule.promote_shared and schedule.tensor_core == "none":
         raise ScheduleError(f"op {op.index}: promote_shared is not expressible by this compile stage's "
-                            "schedules yet")
+                            "schedules yet, except for tensor-core (tensor_core mma_sync) kernels")
     if schedule.tensor_core != "none":
         return [mma_plan(schedule, g, facts).threads, 1, 1]
     if schedule.split_reduction:

@@ -8,9 +8,11 @@ vector.contract that is unrolled to the native m16n8k16 shape. `convert-vector-t
 in the post-schedule pipeline then turns each contract into an `nvgpu.mma.sync` fed by per-lane
 fragment loads (upstream's `transform.nvgpu.rewrite_matmul_as_mma_sync` only takes f16 x f16 -> f16
 or tf32, while torch's f16 matmul accumulates in f32). The fill and a fused elementwise consumer (the
-epilogue: cast to f16, ReLU, bias...) are spread over all threads of the block; the accumulator tile
-they share with the warps then lives in shared memory, and the thread mapping puts barriers between
-the three steps.
+epilogue: cast to f16, ReLU, bias...) are spread over all threads of the block, the epilogue in rows of
+1-D vectors (convert-vector-to-gpu would take a 2-D chain of its elementwise ops for MMA fragments);
+the accumulator tile they share with the warps then lives in shared memory, and the thread mapping puts
+barriers between the three steps. With `promote_shared` the block steps over K instead, each step's A
+and B tiles copied into shared memory by all its threads before the warps' mma tiles read them.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ WARP_SIZE = 32
 MAX_THREADS = 1024
 STATIC_SHARED_BYTES = 48 * 1024  # the most a kernel gets without opting in to dynamic shared memory
 ACCUMULATOR_BYTES = {"f32": 4, "f16": 2}
+OPERAND_BYTES = 2  # f16
+EPILOGUE_VECTOR = 4  # accumulator elements per epilogue vector
 
 ANY = "!transform.any_op"
 LINEAR_THREADS = "#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>"
@@ -48,6 +52,16 @@ class MmaPlan:
     @property
     def threads(self) -> int:
         return WARP_SIZE * math.prod(self.warps)
+
+    def epilogue_tile(self) -> tuple[int, int]:
+        """A thread's (rows, columns) of the epilogue: up to EPILOGUE_VECTOR neighbouring columns per
+        row (one 128-bit load of f32 accumulators), all threads of the block busy."""
+        for v in (EPILOGUE_VECTOR, 2, 1):
+            cols = self.block[1] // v if self.block[1] % v == 0 else 0
+            if cols and self.threads % cols == 0 and self.block[0] % (self.threads // cols) == 0:
+                return self.block[0] // (self.threads // cols), v
+        rows, cols = self.thread_grid()
+        return self.block[0] // rows, self.block[1] // cols
 
     def thread_grid(self) -> list[int]:
         """[rows, columns] of threads over the block tile for the fill and the epilogue: as many
@@ -94,6 +108,10 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     if shared > STATIC_SHARED_BYTES:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
                          f"{shared} bytes of shared memory, over {STATIC_SHARED_BYTES}")
+    staged = (block[0] + block[1]) * k_step * OPERAND_BYTES if s.promote_shared else 0
+    if shared + staged > STATIC_SHARED_BYTES:
+        raise ValueError(f"promote_shared: the A and B tiles of a K step ({staged} bytes) and the accumulator "
+                         f"tile ({shared} bytes) need more shared memory than {STATIC_SHARED_BYTES} bytes")
     return plan
 
 
@@ -142,19 +160,74 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
         out += [f"    %{k}_ft, %{k}_fthreads = transform.structured.tile_using_forall %{k}_fb num_threads {rows_cols} "
                 f"(mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
                 f"    transform.structured.vectorize %{k}_ft : {ANY}"]
-    out += [
-        f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall {matmul_b} num_threads "
-        f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
-        f"    %{k}_wk, %{k}_kloop = transform.structured.tile_using_for %{k}_w tile_sizes [0, 0, {plan.k_step}] "
-        f": ({ANY}) -> ({ANY}, {ANY})",
-        f"    transform.structured.vectorize %{k}_wk : {ANY}",
-    ]
+    if s.promote_shared:
+        out += _staged_k_step(k, plan, matmul_b)
+    else:
+        out += [
+            f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall {matmul_b} num_threads "
+            f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
+            f"    %{k}_wk, %{k}_kloop = transform.structured.tile_using_for %{k}_w tile_sizes [0, 0, {plan.k_step}] "
+            f": ({ANY}) -> ({ANY}, {ANY})",
+            f"    transform.structured.vectorize %{k}_wk : {ANY}",
+        ]
     if plan.epilogue is not None:
         # vectorized, so that no scalar code shares the kernel with the contractions that
         # convert-vector-to-gpu rewrites (it rejects a function where it meets scalar casts)
-        out += [f"    %{k}_t, %{k}_threads = transform.structured.tile_using_forall %{k}_b num_threads"
-                f" {rows_cols} (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
-                f"    transform.structured.vectorize %{k}_t : {ANY}"]
+        # ... and in rows of 1-D vectors (a loop over the thread's rows): convert-vector-to-gpu takes
+        # any 2-D chain of elementwise ops for MMA fragments (a lone f32->f16 cast it then cannot
+        # convert), and leaves alone a chain that reads 1-D vectors
+        rows, cols = plan.epilogue_tile()
+        out += [f"    %{k}_t, %{k}_threads = transform.structured.tile_using_forall %{k}_b tile_sizes"
+                f" [{rows}, {cols}] (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
+                f"    %{k}_tr, %{k}_rows = transform.structured.tile_using_for %{k}_t tile_sizes [1, 0] "
+                f": ({ANY}) -> ({ANY}, {ANY})",
+                f"    transform.structured.vectorize %{k}_tr : {ANY}"]
+    return out
+
+
+OPERAND_VECTOR = 8  # f16 elements of one 128-bit global load when staging operand tiles
+
+
+def copy_tile(shape: tuple[int, int], threads: int) -> tuple[int, int]:
+    """A thread's (rows, columns) of a block-wide copy of a `shape` tile: rows of up to OPERAND_VECTOR
+    neighbouring elements, every thread busy where the shape allows it."""
+    for v in (OPERAND_VECTOR, 4, 2, 1):
+        cols = shape[1] // v if shape[1] % v == 0 else 0
+        if cols and threads % cols == 0 and shape[0] % (threads // cols) == 0:
+            return shape[0] // (threads // cols), v
+    return shape[0], shape[1] if shape[1] <= OPERAND_VECTOR else 1
+
+
+def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
+    """promote_shared: the block steps over K; each step's A (block_m x k_step) and B (k_step x
+    block_n) tiles are copied into block-local tensors (shared memory) by all threads of the block,
+    128 bits per load, then the warps run their mma tiles on them."""
+    acc = plan.accumulator
+    out = [
+        f"    %{k}_mk, %{k}_kloop = transform.structured.tile_using_for {matmul_b} tile_sizes [0, 0, {plan.k_step}] "
+        f": ({ANY}) -> ({ANY}, {ANY})",
+        f"    %{k}_pd, %{k}_pads, %{k}_cb = transform.structured.pad %{k}_mk {{padding_values = [0.0 : f16, "
+        f"0.0 : f16, 0.0 : {acc}], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
+        f": ({ANY}) -> ({ANY}, {ANY}, {ANY})",
+    ]
+    for i, shape in enumerate([(plan.block[0], plan.k_step), (plan.k_step, plan.block[1])]):
+        rows, cols = copy_tile(shape, plan.threads)
+        out += [
+            f"    %{k}_pad{i} = transform.get_producer_of_operand %{k}_pd[{i}] : ({ANY}) -> {ANY}",
+            f"    %{k}_dps{i} = transform.structured.rewrite_in_destination_passing_style %{k}_pad{i} "
+            f": ({ANY}) -> {ANY}",
+            f"    %{k}_cp{i} = transform.get_producer_of_operand %{k}_pd[{i}] : ({ANY}) -> {ANY}",
+            f"    %{k}_ct{i}, %{k}_cthreads{i} = transform.structured.tile_using_forall %{k}_cp{i} tile_sizes "
+            f"[{rows}, {cols}] (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
+            f"    %{k}_cr{i}, %{k}_crows{i} = transform.structured.tile_using_for %{k}_ct{i} tile_sizes [1, 0] "
+            f": ({ANY}) -> ({ANY}, {ANY})",
+            f"    transform.structured.vectorize %{k}_cr{i} : {ANY}",
+        ]
+    out += [
+        f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall %{k}_pd num_threads "
+        f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
+        f"    transform.structured.vectorize %{k}_w : {ANY}",
+    ]
     return out
 
 
@@ -177,6 +250,7 @@ def emit_mma_contracts(launch: str) -> list[str]:
     return [
         f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.vector.reduction_to_contract "
         "transform.apply_patterns.vector.fold_arith_extension transform.apply_patterns.vector.transfer_permutation_patterns "
+        "transform.apply_patterns.vector.cast_away_vector_leading_one_dim "
         f"transform.apply_patterns.canonicalization }} : {ANY}",
         f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.gpu.unroll_vectors_subgroup_mma "
         f"[{MMA_M}, {MMA_N}, {MMA_K}] }} : {ANY}",
