@@ -36,12 +36,13 @@ RESULTS = REPO / "benchmarks" / "results" / "orchestration_overhead.md"
 
 
 def _models(folder: Path, copies: int, sources: list[Path]) -> list[str]:
-    """`copies` distinct files per model (separate jobs, separate lowering)."""
+    """`copies` distinct files per model (separate jobs, separate lowering), named after the folder too:
+    jobs are named after their model file and the farm refuses a second job of a name."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for c in range(copies):
         for source in sources:
-            target = folder / f"{source.stem}_{c}.py"
+            target = folder / f"{source.stem}_{folder.name}{c}.py"
             shutil.copy(source, target)
             paths.append(str(target))
     return paths

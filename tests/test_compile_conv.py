@@ -15,8 +15,7 @@ import pytest
 from workers.compile import compile_iteration, initial_params
 from workers.compile.analysis import analyze
 from workers.compile.pipeline import default_pipeline
-from workers.compile.schedule import (ScheduleError, default_op_schedule, emit_transform, img2col_schedule,
-                                      wants_img2col)
+from workers.compile.schedule import ScheduleError, default_op_schedule, emit_transform, img2col_schedule
 from workers.frontend import lower_model
 from workers.records import ScheduleParams
 
@@ -65,28 +64,28 @@ def _all_img2col(job) -> ScheduleParams:
     return params
 
 
-def test_resnet_conv_v0_is_an_img2col_matmul_kernel(jobs):
+def test_resnet_conv_through_img2col_is_a_matmul_kernel(jobs):
     job = jobs["conv3x3_resnet"]
-    params = initial_params(str(job))
+    params = _all_img2col(job)
     conv = [s for s in params.ops if s.img2col]
     assert len(conv) == 1
     s = conv[0]
     # loops (n, f, oh*ow, c*kh*kw) = (32, 64, 3136, 576): 64x64 block tiles, 4x4 per thread, K by 8
     assert (s.block_tile, s.thread_tile, s.reduction_tile, s.vectorize) == ([1, 0, 64, 0], [0, 4, 4, 0], 8, True)
-    result = compile_iteration(str(job), 0, params)
+    result = compile_iteration(str(job), 2, params)
     assert result.ok, f"{result.stage}: {result.error}"
-    v0 = job / "v0"
-    transform = (v0 / "transform.mlir").read_text()
+    vdir = job / "v2"
+    transform = (vdir / "transform.mlir").read_text()
     assert "convert_conv2d_to_img2col" in transform
-    config = json.loads((v0 / "config.json").read_text())
+    config = json.loads((vdir / "config.json").read_text())
     assert result.kernel_families[-1] == "matmul" and result.kernel_ops[-1] == s.op_index
     launch = config["launches"][-1]
     assert launch["block"] == [16, 16, 1] and launch["grid"][0] * launch["grid"][1] * launch["grid"][2] == 32 * 49
-    gpu = (v0 / "gpu.mlir").read_text()
+    gpu = (vdir / "gpu.mlir").read_text()
     assert not HOST_LOOPS.search(_host_part(gpu))
     # the img2col matrix (32 x 576 x 3136) is never allocated: it is gathered inside the kernel
     assert "32x576x3136" not in _host_part(gpu)
-    _check_ptx(v0)
+    _check_ptx(vdir)
 
 
 @pytest.mark.parametrize("name", [m.stem for m in ZOO_CONVS])
@@ -101,12 +100,15 @@ def test_zoo_convs_compile_through_img2col(jobs, name):
     _check_ptx(job / "v1")
 
 
-def test_v0_keeps_direct_schedules_for_convs_with_few_output_channels(jobs):
-    facts = _facts(jobs["small_cnn"])
-    convs = [f.info for f in facts if f.info.family == "conv"]
-    # 3->16 and 16->32 channels: no 64x64 register tile for their img2col matmuls, they stay direct
-    assert [wants_img2col(c) for c in convs] == [False, False]
-    assert wants_img2col(_facts(jobs["conv3x3_resnet"])[3].info)
+def test_v0_keeps_every_conv_direct(jobs):
+    """img2col computed wrong results on the H200 (2026-12-03): v0 does not use it, the advisor does not
+    propose it."""
+    from rules.guide import load
+
+    for job in jobs.values():
+        assert not any(s.img2col for s in initial_params(str(job)).ops)
+    family = load().families["img2col"]
+    assert not family.available and "wrong results" in family.unavailable_reason
 
 
 def test_img2col_on_a_non_conv_op_is_a_schedule_error(jobs):
@@ -119,11 +121,9 @@ def test_img2col_on_a_non_conv_op_is_a_schedule_error(jobs):
 
 
 def test_the_advisors_img2col_edit_moves_a_direct_conv_to_the_matmul_template(jobs):
-    from rules.guide import load
     from rules.routing import GENERATORS
     from workers.compile import apply_edit
 
-    assert load().families["img2col"].available
     job = jobs["conv3x3_resnet"]
     facts = _facts(job)
     params = initial_params(str(job))

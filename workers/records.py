@@ -256,6 +256,7 @@ class MeasureResult(JsonRecord):
     correct: bool = False
     max_abs_err: float | None = None
     max_rel_err: float | None = None
+    library_abs_err: float | None = None  # PyTorch's own max error in the model's precision (vs float64)
     atol: float | None = None
     rtol: float | None = None
     time: Timing | None = None

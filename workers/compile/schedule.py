@@ -32,7 +32,7 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
 from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
                                         plan_mma)
-from workers.records import (IMG2COL_CONVS, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor,
+from workers.records import (OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor,
                              img2col_op as records_img2col_op)
 
 MAX_THREADS = 1024
@@ -102,25 +102,11 @@ def partial_reduction_op(op: OpInfo, split: int) -> OpInfo:
                   dtype=op.dtype, flops=op.flops)
 
 
-# v0 lowers a conv through img2col where it has a window (not 1x1) and its img2col matmul gets the
-# register-tiled template (output channels and pixels in multiples of 64); other convs keep the direct
-# schedule
-IMG2COL_MIN_WINDOW = 2
-
-
 def img2col_op(op: OpInfo) -> OpInfo:
     try:
         return records_img2col_op(op)
     except ValueError as e:
         raise ScheduleError(f"op {op.index}: {e}") from None
-
-
-def wants_img2col(op: OpInfo) -> bool:
-    if op.name not in IMG2COL_CONVS or len(op.loop_ranges) != 7:
-        return False
-    r = op.loop_ranges
-    window = r[5] * r[6] if op.name == "linalg.conv_2d_nchw_fchw" else r[4] * r[5]
-    return window >= IMG2COL_MIN_WINDOW and max(img2col_schedule(op).thread_tile) > 1
 
 
 def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
@@ -189,7 +175,7 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
         split_anchor = schedule is not None and schedule.split_reduction and "reduction" in f.info.iterator_types
         if (schedule is None or schedule.fuse_producers) and not split_anchor:
             for p, identity in zip(f.operand_producers, f.input_maps_identity):
-                if p is not None and identity and facts[p].info.family != "fill" and not _img2col_anchor(p, facts, by_index) \
+                if p is not None and identity and facts[p].info.family != "fill" and not _img2col_anchor(p, by_index) \
                         and (facts[p].single_use and p not in fused or p in shared):
                     producer = p
                     break
@@ -201,11 +187,12 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
     return list(reversed(groups))
 
 
-def _img2col_anchor(i: int, facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> bool:
-    """A conv lowered through img2col (by its schedule, or by v0 where it has none) is a kernel's anchor:
-    its result leaves the img2col matmul through a reshape that producer fusion cannot cross."""
+def _img2col_anchor(i: int, by_index: dict[int, OpSchedule]) -> bool:
+    """A conv lowered through img2col by its schedule is a kernel's anchor: its result leaves the img2col
+    matmul through a reshape that producer fusion cannot cross. (v0 keeps every conv direct: the img2col
+    kernels computed wrong results on the H200, benchmarks/results/perf_targets_h200.md run 3.)"""
     s = by_index.get(i)
-    return s.img2col if s is not None else wants_img2col(facts[i].info)
+    return bool(s is not None and s.img2col)
 
 
 def recomputed_producers(facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> set[int]:
@@ -249,8 +236,6 @@ V0_REDUCTION_TILE = 8
 
 def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
     family = group_family(g, facts)
-    if g.producer is None and wants_img2col(facts[g.anchor].info):
-        return img2col_schedule(facts[g.anchor].info)
     schedule = default_op_schedule(facts[g.anchor].info, family)
     member = _reduction_member(g, facts)
     if member is not None and _wants_split(facts[member].info):
@@ -284,8 +269,6 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule | N
     """The v0 schedule of an f16 x f16 matmul kernel (alone or fused into an elementwise consumer)
     on mma.sync tensor cores, with the first V0_MMA_TILES entry that the kernel takes; None where
     tensor cores do not apply (other dtypes, ops, shapes)."""
-    if g.producer is None and wants_img2col(facts[g.anchor].info):
-        return None
     op = facts[g.anchor].info
     n = len(op.loop_ranges)
     for block, warp, k_step in V0_MMA_TILES:

@@ -90,6 +90,7 @@ def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_
         result.correct = all(o.passed for o in outcome.outputs)
         result.max_abs_err = max(o.max_abs_err for o in outcome.outputs)
         result.max_rel_err = max(o.max_rel_err for o in outcome.outputs)
+        result.library_abs_err = max(o.library_abs_err for o in outcome.outputs)
     if outcome.reference:
         result.eager, result.compiled = outcome.reference.eager, outcome.reference.compiled
     report.write_benchmark(job_dir, result, outcome.reference.compiled_error if outcome.reference else "")

@@ -31,6 +31,7 @@ class OutputError(JsonRecord):
     max_abs_err: float
     max_rel_err: float
     passed: bool
+    library_abs_err: float = 0.0  # PyTorch's own max error, in the model's precision, against float64
 
 
 @dataclass
@@ -59,6 +60,10 @@ def _classify(exc: BaseException) -> str:
     if "launch" in text or type(exc).__name__ in ("LaunchError", "LogicError"):
         return "launch_error"
     return "error"
+
+
+def _as_list(outputs) -> list:
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
 
 
 class Runner:
@@ -126,20 +131,23 @@ class Runner:
         torch.cuda.synchronize()
         with torch.no_grad():  # the truth in float64: a library's own rounding is no reference
             exact = copy.deepcopy(self.model).double()
-            expected = exact(*[x.double() if x.is_floating_point() else x for x in self.inputs])
+            expected = _as_list(exact(*[x.double() if x.is_floating_point() else x for x in self.inputs]))
             del exact
-        expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+            library = _as_list(self.model(*self.inputs))
         if len(expected) != len(self.config.outputs):
             raise ValueError(f"the model returns {len(expected)} outputs, config.json names {len(self.config.outputs)}")
         results = []
-        for out, ref in zip(self.config.outputs, expected):
+        for out, ref, lib in zip(self.config.outputs, expected, library):
             got = self.buffers[out.buffer].reshape(out.shape).double()
             ref = ref.double()
             diff = (got - ref).abs()
             rel = diff / ref.abs().clamp_min(1e-30)
+            # a long fp32 reduction cannot meet 1e-4 near a zero sum; no kernel needs to beat PyTorch's
+            # own rounding in the same precision by more than 2x
+            library_err = float((lib.double() - ref).abs().max())
             passed = bool(torch.isfinite(got).all()) and bool(
-                (diff <= self.config.atol + self.config.rtol * ref.abs()).all())
-            results.append(OutputError(out.buffer, float(diff.max()), float(rel.max()), passed))
+                (diff <= self.config.atol + self.config.rtol * ref.abs() + 2 * library_err).all())
+            results.append(OutputError(out.buffer, float(diff.max()), float(rel.max()), passed, library_err))
         return results
 
     def reference(self, job_dir: str) -> Reference:

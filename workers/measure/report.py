@@ -43,8 +43,9 @@ def write_skipped(job_dir: str, version: int, reason: str) -> None:
 
 
 def write_benchmark(job_dir: str, result: MeasureResult, compiled_error: str = "") -> None:
-    tolerance = (f"atol={result.atol}, rtol={result.rtol} (pass iff |ours - ref| <= atol + rtol*|ref| "
-                 "everywhere, and finite)") if result.atol is not None else "n/a"
+    tolerance = (f"atol={result.atol}, rtol={result.rtol} (pass iff |ours - ref| <= atol + rtol*|ref| + 2*E "
+                 "everywhere, and finite; ref = the model in float64, E = PyTorch's own max error in the model's "
+                 f"precision: {_err(result.library_abs_err)})") if result.atol is not None else "n/a"
     lines = [
         f"# Benchmark v{result.version}", "",
         f"- device: {result.device}",
