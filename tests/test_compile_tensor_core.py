@@ -39,7 +39,7 @@ def mma_params(job: Path, block_tile=(64, 64), thread_tile=(32, 32), reduction_t
 def test_v0_of_an_f16_matmul_is_on_tensor_cores(jobs):
     job = jobs / "matmul_f16"
     (s,) = initial_params(str(job)).ops
-    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile) == ("mma_sync", [128, 64], [64, 32], 32)
+    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile) == ("mma_sync", [128, 64], [64, 32], 64)
     assert initial_params(str(jobs / "elementwise_chain")).ops[0].tensor_core == "none"
 
 
@@ -50,8 +50,8 @@ def test_a_thread_tile_that_is_no_warp_tile_gets_one(jobs):
     params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "thread_tile", [4, 4]))
     result = compile_iteration(str(job), 3, params)
     assert result.ok, result.error
-    # a 32x32 warp tile is 2x4 mma tiles, twice per 32-wide K step
-    assert (job / "v3" / "kernels.ptx").read_text().count("mma.sync.aligned.m16n8k16") == 16
+    # a 32x32 warp tile is 2x4 mma tiles, four times per 64-wide K step
+    assert (job / "v3" / "kernels.ptx").read_text().count("mma.sync.aligned.m16n8k16") == 32
     (launch,) = LaunchConfig.from_json((job / "v3" / "config.json").read_text()).launches
     assert launch.block == [256, 1, 1]
 
@@ -63,7 +63,7 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     result = compile_iteration(str(job), 0, initial_params(str(job)))
     assert result.ok, result.error
     ptx = (job / "v0" / "kernels.ptx").read_text()
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 64
     assert ".shared .align 64 .b8 __farm_shared_0[32768]" in ptx, "the 128x64 f32 accumulator tile"
     # the epilogue: each thread casts rows of 4 accumulators and stores 4 halves at once
     assert ptx.count("st.global.v2.b32") == 16
@@ -104,8 +104,9 @@ def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
     """promote_shared: per K step the block copies its 128x32 A and 32x64 B tiles into shared memory
     (128-bit global loads), the warps read their mma fragments from there with ldmatrix."""
     job = jobs / "matmul_f16"
-    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "promote_shared", True))
-    result = compile_iteration(str(job), 4, params)
+    # with v0's 64-wide K steps, A, B and the accumulator would not fit 48 KB: K steps of 32
+    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "reduction_tile", 32))
+    result = compile_iteration(str(job), 4, apply_edit(params, ScheduleEdit(2, "promote_shared", True)))
     assert result.ok, result.error
     ptx = (job / "v4" / "kernels.ptx").read_text()
     for shared in ("__farm_shared_0[32768]", "__farm_shared_1[8192]", "__farm_shared_2[4096]"):
