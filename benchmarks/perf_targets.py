@@ -29,12 +29,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from workers.layout import COMPILE_RESULT_FILE, MODEL_INFO_FILE  # noqa: E402
-from workers.records import CompileResult, MeasureResult, ModelInfo  # noqa: E402
+from workers.records import ELEMENT_BYTES, CompileResult, MeasureResult, ModelInfo  # noqa: E402
 
 MODELS = REPO / "benchmarks" / "models"
 ZOO = REPO / "tests" / "data" / "zoo"
 COPY_BYTES = 256 << 20
-BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4}
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,8 @@ def compiled_versions(job: Path) -> list[int]:
 
 def moved_bytes(info: ModelInfo) -> int:
     """Bytes a perfect kernel reads and writes once: the inputs and the outputs (weights are small here)."""
-    inputs = sum(math.prod(s) * BYTES.get(d, 4) for s, d in zip(info.input_shapes, info.input_dtypes))
-    outputs = sum(math.prod(s) * BYTES.get(info.input_dtypes[0], 4) for s in info.output_shapes)
+    inputs = sum(math.prod(s) * ELEMENT_BYTES.get(d, 4) for s, d in zip(info.input_shapes, info.input_dtypes))
+    outputs = sum(math.prod(s) * ELEMENT_BYTES.get(info.input_dtypes[0], 4) for s in info.output_shapes)
     return inputs + outputs
 
 

@@ -53,11 +53,12 @@ def _find_job(store, key: str) -> JobState:
     return matches[-1]
 
 
-def _latest_batch(store) -> list[JobState]:
+def _batch_jobs(store, batch: str | None = None) -> list[JobState]:
+    """The jobs of `batch`, or of the latest batch when none is named."""
     jobs = store.jobs()
     if not jobs:
         return []
-    batch = jobs[-1].batch
+    batch = batch or jobs[-1].batch
     return [j for j in jobs if j.batch == batch]
 
 
@@ -197,7 +198,7 @@ def cmd_watch(args) -> int:
     _, store = _farm(args)
     try:
         while True:
-            jobs = [_find_job(store, args.job)] if args.job else _latest_batch(store)
+            jobs = [_find_job(store, args.job)] if args.job else _batch_jobs(store)
             if sys.stdout.isatty():
                 print("\033[2J\033[H", end="")
             print(time.strftime("%H:%M:%S"), f"{sum(j.status in TERMINAL for j in jobs)}/{len(jobs)} jobs finished")
@@ -242,7 +243,7 @@ def cmd_report(args) -> int:
     from orchestrator.reports import best_iteration, write_batch_report, write_job_artifacts
 
     _, store = _farm(args)
-    jobs = [j for j in store.jobs() if j.batch == args.batch] if args.batch else _latest_batch(store)
+    jobs = _batch_jobs(store, args.batch)
     if not jobs:
         raise UserError("no jobs to report on" + (f" in batch {args.batch}" if args.batch else ""))
     for job in jobs:
@@ -279,10 +280,7 @@ def cmd_gpus(args) -> int:
     from orchestrator.gpus import gpu_usage, usage_text
 
     _, store = _farm(args)
-    if args.all:
-        jobs = store.jobs()
-    else:
-        jobs = [j for j in store.jobs() if j.batch == args.batch] if args.batch else _latest_batch(store)
+    jobs = store.jobs() if args.all else _batch_jobs(store, args.batch)
     if not jobs:
         raise UserError("no jobs to check" + (f" in batch {args.batch}" if args.batch else ""))
     usage = gpu_usage(jobs)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import IMG2COL_CONVS, OpInfo, OpSchedule, ScheduleEdit, default_split_factor
+from workers.records import (IMG2COL_CONVS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit, default_split_factor,
+                             reduction_extents)
 
 MIN_THREADS, MAX_THREADS = 32, 1024
-V0_REDUCTION_TILE = 8
 
 
 def _threads(block: list[int], thread: list[int], op: OpInfo) -> int:
@@ -64,7 +64,7 @@ def set_reduction_tile(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Schedu
 def split_reduction(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """Many threads per output of a reduction: split its loop (v0's factor), or split it twice as finely
     once it is split."""
-    extents = [r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "reduction"]
+    extents = reduction_extents(op)
     if len(extents) != 1:
         return None  # several reduction loops, or the reduction is a fused producer whose extent op lacks
     factor = s.split_reduction * 2 if s.split_reduction else default_split_factor(extents[0])

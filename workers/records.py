@@ -20,6 +20,14 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "bf16": (3e-2, 3e-2),
 }
 
+# Bytes per element of the MLIR element types the stages meet.
+ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
+
+# Register tiling that measured 15x faster than scalar per-thread loops for a 1024^3 f32 matmul on
+# the H200 (benchmarks/results/gpu_smoke_h200.md): K tiled by 8, the per-thread tile vectorized. v0 of
+# matmul-like kernels starts there, and the advisor's reduction_tiling proposes it.
+V0_REDUCTION_TILE = 8
+
 
 # ---------------------------------------------------------------------------------------------
 # Frontend: what the model is made of.
@@ -84,6 +92,11 @@ class OpSchedule(JsonRecord):
     # reduction) for nhwc; the img2col gather is fused into that kernel's reduction loop (never
     # materialized)
     img2col: bool = False
+
+
+def reduction_extents(op: OpInfo) -> list[int]:
+    """The extents of an op's reduction loops, in loop order."""
+    return [r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "reduction"]
 
 
 def default_split_factor(extent: int) -> int:

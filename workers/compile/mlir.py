@@ -65,12 +65,10 @@ def _contains(op, name: str) -> bool:
 
 def run_on_contracting_kernels(module: ir.Module, pipeline: str) -> None:
     """Run `pipeline` (anchored on gpu.func) on each kernel that still holds a vector.contract."""
-    kernels = [f for m in module.body.operations if m.operation.name == "gpu.module"
-               for f in m.regions[0].blocks[0].operations if f.operation.name == "gpu.func"]
-    for kernel in kernels:
+    for kernel in _kernel_ops(module, "gpu.func"):
         if _contains(kernel, "vector.contract"):
             try:
-                passmanager.PassManager.parse(pipeline).run(kernel.operation)
+                passmanager.PassManager.parse(pipeline).run(kernel)
             except (ir.MLIRError, ValueError) as e:
                 raise MlirError(f"pass pipeline {pipeline!r} failed: {e}") from None
 

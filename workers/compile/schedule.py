@@ -32,8 +32,8 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
 from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
                                         plan_mma)
-from workers.records import (OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor,
-                             img2col_op as records_img2col_op)
+from workers.records import (ELEMENT_BYTES, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams,
+                             default_split_factor, img2col_op as records_img2col_op, reduction_extents)
 
 MAX_THREADS = 1024
 TARGET_THREADS = 256
@@ -77,14 +77,10 @@ PARTIAL_LOADS = 8  # elements a thread of a partial-reduction kernel loads at on
 MERGE_LOADS = 8  # partials a thread of a merge kernel loads at once
 
 
-def _reduction_extents(op: OpInfo) -> list[int]:
-    return [r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "reduction"]
-
-
 def _wants_split(op: OpInfo) -> bool:
     """A row-like reduction (not a named matmul/conv/pooling, which v0 tiles otherwise) with few outputs
     and a long reduction loop."""
-    extents = _reduction_extents(op)
+    extents = reduction_extents(op)
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
     return op.name == "linalg.generic" and len(extents) == 1 and extents[0] >= SPLIT_MIN_EXTENT \
         and outputs <= SPLIT_MAX_OUTPUTS
@@ -142,7 +138,6 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
 
 
 VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
-ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
 
 
 def elementwise_vector_width(op: OpInfo) -> int:
@@ -229,11 +224,6 @@ def group_family(group: Group, facts: list[LinalgOpFacts]) -> str:
     return min((facts[m].info.family for m in members), key=order.index)
 
 
-# Register tiling that measured 15x faster than scalar per-thread loops for a 1024^3 f32 matmul on
-# the H200 (benchmarks/results/gpu_smoke_h200.md): K tiled by 8, the per-thread tile vectorized.
-V0_REDUCTION_TILE = 8
-
-
 def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
     family = group_family(g, facts)
     schedule = default_op_schedule(facts[g.anchor].info, family)
@@ -241,7 +231,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
     if member is not None and _wants_split(facts[member].info):
         # the kernel merges a few partials per output: one output per thread, whatever the family
         schedule = dataclasses.replace(default_op_schedule(facts[g.anchor].info, "reduction"), family=family)
-        schedule.split_reduction = default_split_factor(_reduction_extents(facts[member].info)[0])
+        schedule.split_reduction = default_split_factor(reduction_extents(facts[member].info)[0])
         # the merge reads its row's partials MERGE_LOADS at a time into a vector, accumulator hoisted
         if any(schedule.thread_tile):
             schedule.reduction_tile = _largest_divisor_at_most(schedule.split_reduction, MERGE_LOADS)
@@ -252,16 +242,15 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
         if mma is not None:
             return mma
     if family == "matmul" and member is not None and any(schedule.thread_tile):
-        info = facts[member].info
-        reductions = [r for r, it in zip(info.loop_ranges, info.iterator_types) if it == "reduction"]
+        reductions = reduction_extents(facts[member].info)
         if len(reductions) == 1 and reductions[0] % V0_REDUCTION_TILE == 0:
             schedule.reduction_tile, schedule.vectorize = V0_REDUCTION_TILE, True
     return schedule
 
 
-# v0 tiles of an f16 matmul on tensor cores (block, warp, K step), tried in order: 128x64 blocks of
-# four 64x32 warps, stepping K by 32, compiled to 32 mma.sync per warp and K step
-# first choice: the fastest measured on the H200 at 4096^3 (K step 64: 3791 us, 14% under K step 32;
+# v0 tiles of an f16 matmul on tensor cores (block, warp, K step), tried in order until one fits the
+# shape; first: 128x64 blocks of four 64x32 warps stepping K by 64 (64 mma.sync per warp and K step),
+# the fastest measured on the H200 at 4096^3 (3791 us, 14% under K step 32;
 # benchmarks/results/perf_targets_h200.md run 3)
 V0_MMA_TILES = [((128, 64), (64, 32), 64), ((128, 64), (64, 32), 32), ((64, 64), (32, 32), 32), ((64, 64), (32, 32), 16),
                 ((32, 32), (16, 16), 16)]
@@ -396,7 +385,7 @@ def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
     if member is None:
         raise ScheduleError(f"op {op.index}: split_reduction needs a reduction in the kernel, and it has none")
     info = facts[member].info
-    extents = _reduction_extents(info)
+    extents = reduction_extents(info)
     if info.family not in ("reduction", "matmul") or len(extents) != 1:
         raise ScheduleError(f"op {op.index}: split_reduction splits one reduction loop; op {member} "
                             f"({info.name}) has {len(extents)}")
@@ -411,11 +400,11 @@ def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
 def _check_block_reduction(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
     """One output per block, its reduction loop spread over `block_reduction` threads."""
     op, threads = facts[g.anchor].info, schedule.block_reduction
-    if _reduction_member(g, facts) != g.anchor or len(_reduction_extents(op)) != 1:
+    if _reduction_member(g, facts) != g.anchor or len(reduction_extents(op)) != 1:
         raise ScheduleError(f"op {op.index}: block_reduction needs a kernel whose anchor op has one reduction loop")
     if schedule.split_reduction:
         raise ScheduleError(f"op {op.index}: block_reduction and split_reduction exclude each other")
-    extent = _reduction_extents(op)[0]
+    extent = reduction_extents(op)[0]
     if not 2 <= threads <= MAX_THREADS or extent % threads:
         raise ScheduleError(f"op {op.index}: block_reduction {threads} must be 2..{MAX_THREADS} and divide the "
                             f"reduction loop extent {extent}")
@@ -441,7 +430,7 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) 
     op = facts[g.anchor].info
     if _reduction_member(g, facts) != g.anchor or not _wants_split(op):
         return None
-    extent = _reduction_extents(op)[0]
+    extent = reduction_extents(op)[0]
     block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(op.loop_ranges, op.iterator_types)]
     if not any(block):
         return None
@@ -548,10 +537,9 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         '    transform.bufferization.empty_tensor_to_alloc_tensor %empties : (!transform.op<"tensor.empty">) '
         '-> !transform.op<"bufferization.alloc_tensor">',
     ]
-    for k in sorted(tensor_cores):
-        lines += emit_shared_accumulator(k)
-    for k, kernel in enumerate(kernels):  # a block reduction's partials are shared by the block
-        if not kernel.partial and schedules[kernel.anchor].block_reduction:
+    # block-local tensors in shared memory: a tensor-core kernel's accumulator tile, a block reduction's partials
+    for k, kernel in enumerate(kernels):
+        if k in tensor_cores or not kernel.partial and schedules[kernel.anchor].block_reduction:
             lines += emit_shared_accumulator(k)
     lines += [
         "    %bufferized = transform.bufferization.one_shot_bufferize %root {bufferize_function_boundaries = true, "
@@ -662,7 +650,7 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
     # a tile that covers the whole loop would leave a one-trip loop that canonicalization folds away
     # under the handles of the steps after it: the loop then stays untiled
     tiled = bool(s.reduction_tile and member and n_thread) and s.reduction_tile < (
-        s.split_reduction or _reduction_extents(facts[member].info)[0])
+        s.split_reduction or reduction_extents(facts[member].info)[0])
     if tiled:
         member_op = facts[member].info
         first = member_op.iterator_types.index("reduction")
@@ -735,20 +723,12 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
     position = op.iterator_types[:r].count("parallel")  # where the partials dim sits among the outputs
     n_parallel = op.iterator_types.count("parallel")
     members = ([producer] if g.producer is not None else []) + [f"%{k}_fill{j}" for j in range(len(g.fills))]
-    n_block = sum(1 for b in s.block_tile if b)
     out = [f"    // kernel of op {g.anchor} ({s.family}): {s.block_reduction} threads per output"
-           + (f", fused producer op {g.producer}" if g.producer is not None else ""),
-           f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-           f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall %op{g.anchor} tile_sizes {_ints(s.block_tile)} "
-           f"(mapping = [{_mapping('block', n_block)}]) : ({ANY}) -> ({ANY}, {ANY})"]
-    containing = f"%{k}_grid"
-    for j, m in enumerate(members):
-        out.append(f"    %{k}_m{j}b, %{k}_grid{j} = transform.structured.fuse_into_containing_op {m} into {containing} "
-                   f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        containing = f"%{k}_grid{j}"
+           + (f", fused producer op {g.producer}" if g.producer is not None else "")]
+    # the block level as for any kernel (thread_tile is all 0: no thread forall there)
+    out += _emit_tiles(kernel, k, f"%op{g.anchor}", members, s, op)
     threads = [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))]
     out += [
-        f"    transform.annotate {containing} \"farm.kernel\" = %{k}_id : {ANY}, !transform.param<i64>",
         f"    %{k}_pfill, %{k}_split, %{k}_comb, %{k}_tf = transform.structured.tile_reduction_using_forall %{k}_b "
         f"reduction_dims = [{r}] by num_threads = {_ints(threads)} tile_sizes = {_ints([0] * len(threads))} "
         f"mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
