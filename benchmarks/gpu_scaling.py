@@ -22,10 +22,8 @@ import argparse
 import datetime
 import os
 import platform
-import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 os.environ["NCCL_NVLS_ENABLE"] = "0"  # inherited by every process this script starts
 
+from conftest import RedisServer  # noqa: E402  (the tests' redis-server: a free port, a password, a wait until up)
 from orchestrator.embedded import WorkerPool, WorkerSpec, local_gpus  # noqa: E402
 from orchestrator.gpus import GpuUsage, gpu_usage, usage_text  # noqa: E402
 from orchestrator.settings import FarmSettings  # noqa: E402
@@ -74,27 +73,6 @@ def lower(models: list[str], folder: Path) -> None:
         print(f"lowered {name} into {folder / name}", flush=True)
 
 
-def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    password = secrets.token_hex(12)
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--requirepass", password,
-                             "--save", "", "--appendonly", "no", "--dir", str(folder)],
-                            stdout=open(folder / "redis.log", "ab"), stderr=subprocess.STDOUT)
-    url = f"redis://:{password}@127.0.0.1:{port}/0"
-    store, deadline = open_store(url), time.time() + 10
-    while True:
-        try:
-            store.workers()
-            return proc, url
-        except Exception:
-            if time.time() > deadline or proc.poll() is not None:
-                raise SystemExit(f"redis-server did not start; see {folder / 'redis.log'}")
-            time.sleep(0.1)
-
-
 def run_batch(args, work: Path, label: str, pinning: list[str], worker_env: dict[str, str]) -> Run:
     """One farm, one batch: returns its wall time and every measurement's GPU use."""
     out = work / label
@@ -104,7 +82,9 @@ def run_batch(args, work: Path, label: str, pinning: list[str], worker_env: dict
         (out / name).mkdir(parents=True)
         for file in LOWERED_FILES:
             shutil.copy(args.lowered / name / file, out / name / file)
-    redis, url = start_redis(out / "redis")
+    redis = RedisServer(out / "redis", persistent=False)
+    redis.start()
+    url = redis.url
     try:
         with WorkerPool(FarmSettings.redis(url), str(out / "worker-logs"), {**worker_env, **caches}) as pool:
             for i in range(args.compile_workers):
@@ -125,8 +105,7 @@ def run_batch(args, work: Path, label: str, pinning: list[str], worker_env: dict
                   f"see {out / 'submit.log'}", flush=True)
         return Run(label, len(pinning), ",".join(pinning), seconds, gpu_usage(open_store(url).jobs()))
     finally:
-        redis.terminate()
-        redis.wait(10)
+        redis.stop()
 
 
 def report(header: list[str], runs: list[Run]) -> str:

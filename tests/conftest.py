@@ -36,10 +36,11 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    """redis-server with persistence (AOF) in `folder`, so a restart keeps queues and state."""
+    """redis-server in `folder`; with persistence (AOF, fsync always) a restart keeps queues and state,
+    without it (benchmarks) no write waits for the disk."""
 
-    def __init__(self, folder: Path):
-        self.folder, self.port, self.proc = folder, _free_port(), None
+    def __init__(self, folder: Path, persistent: bool = True):
+        self.folder, self.port, self.proc, self.persistent = folder, _free_port(), None, persistent
         folder.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -49,7 +50,8 @@ class RedisServer:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
-             "--requirepass", REDIS_PASSWORD, "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
+             "--requirepass", REDIS_PASSWORD, "--save", "",
+             *(["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"])],
             stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while time.time() < deadline:
