@@ -50,23 +50,10 @@ def apply_transform(payload: ir.Module, transform_module: ir.Module) -> None:
         raise MlirError(f"the transform schedule failed: {e}") from None
 
 
-def _contains(op, name: str) -> bool:
-    found = []
-
-    def visit(inner):
-        if inner.name == name:
-            found.append(inner)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    op.operation.walk(visit)
-    return bool(found)
-
-
 def run_on_contracting_kernels(module: ir.Module, pipeline: str) -> None:
     """Run `pipeline` (anchored on gpu.func) on each kernel that still holds a vector.contract."""
     for kernel in _kernel_ops(module, "gpu.func"):
-        if _contains(kernel, "vector.contract"):
+        if _ops_named(kernel, "vector.contract", first_only=True):
             try:
                 passmanager.PassManager.parse(pipeline).run(kernel)
             except (ir.MLIRError, ValueError) as e:
@@ -94,18 +81,24 @@ def ptx_of_binaries(module: ir.Module) -> dict[str, bytes]:
 CONTRACTIBLE = ("arith.mulf", "arith.addf", "arith.subf")
 
 
-def _kernel_ops(module: ir.Module, name: str) -> list:
+def _ops_named(root, name: str, first_only: bool = False) -> list:
+    """The ops called `name` inside `root` (itself included), in walk order; the first only, if asked."""
     found = []
 
     def collect(op):
         if op.name == name:
             found.append(op)
+            if first_only:
+                return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
-    for op in module.body.operations:
-        if op.operation.name == "gpu.module":
-            op.operation.walk(collect)
+    root.operation.walk(collect)
     return found
+
+
+def _kernel_ops(module: ir.Module, name: str) -> list:
+    return [found for op in module.body.operations if op.operation.name == "gpu.module"
+            for found in _ops_named(op, name)]
 
 
 WORKGROUP = "#gpu.address_space<workgroup>"
