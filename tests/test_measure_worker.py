@@ -240,3 +240,21 @@ def test_the_parent_classifies_how_the_gpu_child_ended(tmp_path, monkeypatch, ch
     assert result.status == status and says in result.error and not result.correct
     assert f"**{status}**" in (job / "v0" / "benchmark.md").read_text()
     assert f"status is {status}" in (job / "v0" / "ncu_summary.md").read_text()
+
+
+def test_tolerance_is_widened_by_twice_pytorchs_own_error():
+    """Hand-made outputs near a zero sum (where a long fp32 reduction's rounding exceeds atol): ours
+    passes within atol + rtol*|exact| + 2E, E = PyTorch's own error in the model's precision, and only
+    there; a non-finite output never passes."""
+    import torch
+
+    from workers.measure.gpu_run import compare
+
+    exact = torch.tensor([0.0, 10.0], dtype=torch.float64)
+    library = exact + torch.tensor([4e-4, 0.0], dtype=torch.float64)
+    ours = (exact + torch.tensor([5e-4, 0.0], dtype=torch.float64)).float()
+    assert not compare("out", ours, exact, exact, 1e-4, 1e-4).passed, "without E: 5e-4 > atol"
+    within = compare("out", ours, exact, library, 1e-4, 1e-4)
+    assert within.passed and within.library_abs_err == pytest.approx(4e-4)
+    assert not compare("out", ours + torch.tensor([2e-3, 0.0]), exact, library, 1e-4, 1e-4).passed
+    assert not compare("out", torch.tensor([float("nan"), 10.0]), exact, library, 1e-4, 1e-4).passed
