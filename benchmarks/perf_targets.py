@@ -6,7 +6,8 @@ Two steps, because the GPU node cannot lower models (no torch-mlir there):
     python3 benchmarks/perf_targets.py measure OUT [--record FILE]   # GPU node: every compiled vN, peers, table
 
 Lines (ratios = peer time / our time, i.e. our throughput as a fraction of the peer's):
-- matmul 4096^3 f16, bf16, f32 against torch.matmul (cuBLAS) in the same precision: target 0.5x;
+- matmul 4096^3 f16, bf16, f32 and f32 in TF32 (tensor cores, job option --tf32) against torch.matmul
+  (cuBLAS) in the same precision: target 0.5x;
 - memory-bound ops over 256 MB: our bandwidth (bytes of inputs + outputs / our time) against a device
   copy of 256 MB timed here: target 0.8x; and no slower than torch.compile (1.0x);
 - ResNet 3x3 conv, batch 32, against cuDNN through torch: target 0.5x;
@@ -42,12 +43,18 @@ class Target:
     model: Path
     peer: str  # "eager" (the library call torch makes) or "copy" (device copy bandwidth)
     goal: float  # ratio to reach
+    tf32: bool = False  # compiled in precision tf32 (submit --tf32); the peer then uses TF32 too
+
+    @property
+    def job(self) -> str:
+        return self.model.stem + ("_tf32" if self.tf32 else "")
 
 
 TARGETS = [
     Target("matmul f16 (tensor cores)", MODELS / "matmul4096_f16.py", "eager", 0.5),
     Target("matmul bf16 (tensor cores)", MODELS / "matmul4096_bf16.py", "eager", 0.5),
     Target("matmul f32", MODELS / "matmul4096_f32.py", "eager", 0.5),
+    Target("matmul tf32 (tensor cores)", MODELS / "matmul4096_f32.py", "eager", 0.5, tf32=True),
     Target("memory: elementwise chain", MODELS / "elementwise_large.py", "copy", 0.8),
     Target("memory: softmax", MODELS / "softmax_large.py", "copy", 0.8),
     Target("memory: layernorm", MODELS / "layernorm_large.py", "copy", 0.8),
@@ -58,17 +65,17 @@ TARGETS = [
 ]
 
 
-def compile_one(model: str, out: str) -> str:
+def compile_one(target: Target, out: str) -> str:
     from workers.compile import compile_iteration, initial_params
     from workers.frontend import FrontendError, lower_model
 
-    job = os.path.join(out, Path(model).stem)
+    job = os.path.join(out, target.job)
     try:
-        lower_model(model, job)
+        lower_model(str(target.model), job)
     except FrontendError as e:
-        return f"{Path(model).stem}: not lowered: {e}"
-    result = compile_iteration(job, 0, initial_params(job))
-    return f"{Path(model).stem}: v0 " + ("compiled" if result.ok else f"failed at {result.stage}: {result.error[:300]}")
+        return f"{target.job}: not lowered: {e}"
+    result = compile_iteration(job, 0, initial_params(job, tf32=target.tf32))
+    return f"{target.job}: v0 " + ("compiled" if result.ok else f"failed at {result.stage}: {result.error[:300]}")
 
 
 def compiled_versions(job: Path) -> list[int]:
@@ -112,19 +119,19 @@ def measure(out: Path, profile: bool, timeout_s: float) -> list[str]:
             "|---|---|---|---:|---|---:|---:|---:|---|---:|---:|"]
     network_ratios = []
     for target in TARGETS:
-        job = out / target.model.stem
+        job = out / target.job
         versions = compiled_versions(job)
         if not versions:
-            rows.append(f"| {target.line} | {target.model.stem} | no compiled version in {job} | | | | | | no | | |")
+            rows.append(f"| {target.line} | {target.job} | no compiled version in {job} | | | | | | no | | |")
             continue
         results = [measure_iteration(str(job), v, profile=profile, timeout_s=timeout_s) for v in versions]
         for v, r in zip(versions, results):
-            print(f"{target.model.stem} v{v}: {r.status} correct={r.correct} "
+            print(f"{target.job} v{v}: {r.status} correct={r.correct} "
                   f"{r.time.median_us if r.time else 'n/a'} us {r.error[:200]}", flush=True)
         r = best(results)
         if r is None:
             statuses = ", ".join(f"v{v} {x.status}{'' if x.correct else ' (wrong)'}" for v, x in zip(versions, results))
-            rows.append(f"| {target.line} | {target.model.stem} | {statuses} | | | | | {target.goal} | no | | |")
+            rows.append(f"| {target.line} | {target.job} | {statuses} | | | | | {target.goal} | no | | |")
             continue
         ours = r.time.median_us
         if target.peer == "copy":
@@ -138,7 +145,7 @@ def measure(out: Path, profile: bool, timeout_s: float) -> list[str]:
         met = ratio >= target.goal and (target.peer != "copy" or vs_compile >= 1.0)
         if target.line == "network":
             network_ratios.append(ratio)
-        rows.append(f"| {target.line} | {target.model.stem} | v{r.version} of {len(versions)} | {ours:.1f} | {peer} "
+        rows.append(f"| {target.line} | {target.job} | v{r.version} of {len(versions)} | {ours:.1f} | {peer} "
                     f"| {peer_us:.1f} | {ratio:.3f}x | {target.goal}x | {'yes' if met else 'no'} | {compiled:.1f} "
                     f"| {vs_compile:.3f}x |")
     if network_ratios:
@@ -157,9 +164,8 @@ def main() -> int:
     parser.add_argument("--record", type=Path, help="measure: append the table to this markdown file")
     args = parser.parse_args()
     if args.step == "compile":
-        models = sorted({str(t.model) for t in TARGETS})
         with ProcessPoolExecutor(args.workers) as pool:
-            for line in pool.map(compile_one, models, [str(args.out)] * len(models)):
+            for line in pool.map(compile_one, TARGETS, [str(args.out)] * len(TARGETS)):
                 print(line, flush=True)
         return 0
     rows = measure(args.out, args.profile, args.timeout)

@@ -164,7 +164,7 @@ def cmd_submit(args) -> int:
                       "with another --out; the other models go on", path, os.path.join(args.out, name))
             continue
         job = JobState(job_id=f"{batch}.{name}", batch=batch, model_path=os.path.abspath(path),
-                       job_dir=job_dir, chip=args.chip,
+                       job_dir=job_dir, chip=args.chip, tf32=args.tf32,
                        max_iterations=1 if args.compile_only else args.iterations, compile_only=args.compile_only,
                        status="queued", created=time.time(), start_params=start_params)
         store.create_job(job)
@@ -312,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile-only", action="store_true", help="lower and compile v0 only; exit 0 only if all compiled")
     p.add_argument("--chip", default="sm_90a", help="target GPU architecture (default sm_90a)")
     p.add_argument("--schedule", metavar="PARAMS.json", help="start from this ScheduleParams instead of v0's own")
+    p.add_argument("--tf32", action="store_true",
+                   help="let fp32 models compute in TF32: f32 matmuls on tensor cores, judged with TF32's tolerance "
+                        "(5e-3) against PyTorch peers that use TF32 too")
     p.add_argument("--compile-workers", type=int, default=2, help="embedded farm: compile worker processes (default 2)")
     p.add_argument("--experience", metavar="PATH", help="experience log (default OUT/experience.jsonl)")
 

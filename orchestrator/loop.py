@@ -124,7 +124,7 @@ class Driver:
 
     def _send(self, job: JobState, stage: str, tid: str) -> None:
         if stage == "frontend":
-            tasks.frontend_task.apply_async((job.job_id, job.model_path, job.job_dir, job.chip), task_id=tid)
+            tasks.frontend_task.apply_async((job.job_id, job.model_path, job.job_dir, job.chip, job.tf32), task_id=tid)
         else:
             it = job.iterations[-1]
             write_hypotheses(job)

@@ -126,6 +126,7 @@ class JobState(JsonRecord):
     rev: int = 0
     updated: float = 0.0
     start_params: ScheduleParams | None = None  # user-given v0 schedule (submit --schedule)
+    tf32: bool = False  # fp32 models may compute in TF32 (submit --tf32)
     model: ModelInfo | None = None
     env: EnvFacts | None = None
     frontend_worker: str = ""

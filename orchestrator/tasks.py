@@ -79,7 +79,7 @@ def _stage_task(stage: str):
 
 
 @_stage_task("frontend")
-def frontend_task(self, job_id: str, model_path: str, job_dir: str, chip: str) -> str:
+def frontend_task(self, job_id: str, model_path: str, job_dir: str, chip: str, tf32: bool = False) -> str:
     def work(report: TaskReport) -> None:
         from workers.compile import initial_params
         from workers.frontend import FrontendError, lower_model
@@ -90,7 +90,7 @@ def frontend_task(self, job_id: str, model_path: str, job_dir: str, chip: str) -
         except FrontendError as e:
             report.error = str(e)
             return
-        report.params = initial_params(job_dir, chip)
+        report.params = initial_params(job_dir, chip, tf32)
 
     return _run_stage(self, "frontend", job_id, work)
 

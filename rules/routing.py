@@ -88,7 +88,8 @@ def enable_promote(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEd
 
 
 def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    # the compile stage has mma.sync for f16 operands only (no tf32 yet): an f32 model's kernel computes in f32
+    # f16 operands only: f32 matmuls reach tensor cores (as TF32) through v0 of a job that allows TF32
+    # (submit --tf32), as this route does not see the job's precision
     if s.tensor_core != "none" or op.dtype != "f16":
         return None
     return ScheduleEdit(s.op_index, "tensor_core", "mma_sync")

@@ -53,7 +53,7 @@ def test_reduction_tile_and_fp_contraction_reach_the_ptx(jobs):
 
 
 @pytest.mark.parametrize("field, value, reason", [
-    ("tensor_core", "mma_sync", "mma_sync takes f16 x f16 -> f16/f32 matmuls; op 1 is f32 x f32 -> f32"),
+    ("tensor_core", "mma_sync", 'f32 matmuls run on tensor cores as TF32, which needs precision "tf32"'),
     ("promote_shared", True, "not expressible"),
     ("thread_tile", [1, 1, 0], "exceed 1024"),
 ])

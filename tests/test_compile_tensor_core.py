@@ -1,10 +1,12 @@
 """Tensor cores from the schedule: an f16 matmul compiles to mma.sync that ptxas accepts, and a
 tensor_core schedule the kernel cannot take fails at the schedule stage with the reason.
 
-v0 of an f16 matmul kernel uses tensor cores (128x64 blocks of four 64x32 warps, K step 32), also
+v0 of an f16 matmul kernel uses tensor cores (128x64 blocks of four 64x32 warps, K step 64), also
 where the epilogue is only the f32->f16 cast (a @ b in f16, benchmarks/models/matmul4096_f16.py): the
 epilogue works on rows of 1-D vectors, which convert-vector-to-gpu leaves alone (a 2-D chain of one
-truncf it took for MMA fragments and failed on: "unhandled vector to mma type: arith.truncf")."""
+truncf it took for MMA fragments and failed on: "unhandled vector to mma type: arith.truncf").
+Each warp's mma accumulators stay in registers across the K loop. An f32 matmul takes tensor cores
+(as TF32, mma.sync m16n8k8) only in a job whose precision is tf32."""
 from __future__ import annotations
 
 import shutil
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from conftest import lower_zoo
+
+import re
 
 from workers.compile import apply_edit, compile_iteration, initial_params
 from workers.frontend import lower_model
@@ -24,7 +28,15 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    return lower_zoo(tmp_path_factory, "matmul_f16", "elementwise_chain")
+    return lower_zoo(tmp_path_factory, "matmul_f16", "elementwise_chain", "matmul_square")
+
+
+def k_loop_accumulators(version_dir: Path) -> list[str]:
+    """The types the tensor-core kernel's K loop carries from one step to the next (gpu.mlir): with the
+    accumulators in registers, one mma fragment per 16x8 tile of the warp's output."""
+    gpu = (version_dir / "gpu.mlir").read_text()
+    loop = re.search(r"scf\.for %\w+ = %\w+ to %\w+ step %\w+ iter_args\([^)]*\) -> \(([^)]*)\)", gpu)
+    return loop.group(1).split(", ") if loop else []
 
 
 def mma_params(job: Path, block_tile=(64, 64), thread_tile=(32, 32), reduction_tile=16):
@@ -65,8 +77,10 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     ptx = (job / "v0" / "kernels.ptx").read_text()
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 64
     assert ".shared .align 64 .b8 __farm_shared_0[32768]" in ptx, "the 128x64 f32 accumulator tile"
+    # a 64x32 warp tile: 4x4 fragments of 16x8 f32 that the K loop carries (none re-read from shared memory)
+    assert k_loop_accumulators(job / "v0") == ["vector<2x2xf32>"] * 16
     # the epilogue: each thread casts rows of 4 accumulators and stores 4 halves at once
-    assert ptx.count("st.global.v2.b32") == 16
+    assert "st.global.v2.b32" in ptx and "st.global.b16" not in ptx
     if shutil.which("ptxas"):
         done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v0" / "kernels.ptx"), "-o", "/dev/null"])
         assert done.returncode == 0
@@ -113,6 +127,7 @@ def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
         assert f".shared .align 64 .b8 {shared};" in ptx, "accumulator, A and B tiles"
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
     assert "ldmatrix.sync.aligned" in ptx and ptx.count("ld.global.v4") == 6  # (128x32 + 32x64) / 128 threads
+    assert k_loop_accumulators(job / "v4") == ["vector<2x2xf32>"] * 16
     if shutil.which("ptxas"):
         done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v4" / "kernels.ptx"), "-o", "/dev/null"])
         assert done.returncode == 0
@@ -134,3 +149,20 @@ def test_tensor_cores_where_they_do_not_apply_fail_at_the_schedule_stage(jobs, j
     shutil.rmtree(jobs / job / "v2", ignore_errors=True)
     result = compile_iteration(str(jobs / job), 2, apply_edit(params, ScheduleEdit(op, field, value)))
     assert not result.ok and result.stage == "schedule" and reason in result.error, result.error
+
+
+def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
+    """A job that allows TF32 (submit --tf32): v0 of an f32 matmul is on mma.sync m16n8k8 with TF32
+    operands, judged with TF32's tolerance; without it, v0 stays on f32 FMAs."""
+    job = jobs / "matmul_square"
+    assert initial_params(str(job)).ops[0].tensor_core == "none"
+    params = initial_params(str(job), tf32=True)
+    assert params.precision == "tf32" and params.ops[0].tensor_core == "mma_sync"
+    result = compile_iteration(str(job), 5, params)
+    assert result.ok, result.error
+    ptx = (job / "v5" / "kernels.ptx").read_text()
+    # a 64x32 warp tile is 4x4 mma tiles, eight times per 64-wide K step
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 128
+    assert k_loop_accumulators(job / "v5") == ["vector<2x2xf32>"] * 16
+    config = LaunchConfig.from_json((job / "v5" / "config.json").read_text())
+    assert (config.precision, config.atol) == ("tf32", 5e-3)

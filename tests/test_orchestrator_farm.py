@@ -161,6 +161,17 @@ def test_malformed_schedule_fails_cleanly(farm, tmp_path):
     assert (Path(job.job_dir) / "best_transform.mlir").read_text().startswith("// n/a")
 
 
+def test_tf32_jobs_start_on_tensor_cores(farm):
+    """submit --tf32: the job's fp32 model may compute in TF32, so v0 puts its f32 matmul on mma.sync."""
+    f = farm()
+    f.start_workers(compile_workers=1, gpu_workers=1)
+    done = f.cli("submit", str(MODELS / "matmul64.py"), "--compile-only", "--tf32")
+    assert done.returncode == 0, done.stderr
+    job = _jobs(f)["matmul64"]
+    assert job.tf32 and job.iterations[0].params.precision == "tf32"
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in (Path(job.job_dir) / "v0" / "kernels.ptx").read_text()
+
+
 def test_embedded_farm_compile_only(tmp_path):
     """No --broker: submit starts its own workers (filesystem transport, file state) and stops them."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLIR_FARM_")}

@@ -24,12 +24,12 @@ def load_model_info(job_dir: str) -> ModelInfo:
         return ModelInfo.from_json(f.read())
 
 
-def initial_params(job_dir: str, chip: str = "sm_90a") -> ScheduleParams:
+def initial_params(job_dir: str, chip: str = "sm_90a", tf32: bool = False) -> ScheduleParams:
     """The v0 operator-aware schedule of a lowered model (job_dir/model_linalg.mlir); its precision
-    mode (and so its tolerance) follows the model's float types."""
+    mode (and so its tolerance) follows the model's float types, fp32 becoming tf32 where allowed."""
     with open(os.path.join(job_dir, LINALG_FILE)) as f:
         payload = f.read()
-    return initial_params_for(analyze(payload, default_pipeline(chip).pre_schedule), chip)
+    return initial_params_for(analyze(payload, default_pipeline(chip).pre_schedule), chip, tf32)
 
 
 def assemble(ptx_path: str, chip: str) -> None:
@@ -94,6 +94,8 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.align_kernel_pointers(module)
         if pipeline.fp_contract:
             mlir.allow_fp_contraction(module)
+        if params.precision == "tf32":
+            mlir.enable_tf32_mma(module)
         mlir.run_pipeline(module, pipeline.lowering)
         ptx = b"".join(mlir.ptx_of_binaries(module).values())
     ptx_path = os.path.join(vdir, "kernels.ptx")

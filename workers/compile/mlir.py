@@ -150,6 +150,14 @@ def allow_fp_contraction(module: ir.Module) -> None:
         op.attributes["fastmath"] = contract
 
 
+def enable_tf32_mma(module: ir.Module) -> None:
+    """Let mma.sync on f32 operands run as TF32: convert-vector-to-gpu does not set nvgpu.mma.sync's
+    tf32Enabled, without which convert-nvgpu-to-nvvm leaves the op unconverted."""
+    for op in _kernel_ops(module, "nvgpu.mma.sync"):
+        if ir.VectorType(op.operands[0].type).element_type == ir.F32Type.get():
+            op.attributes["tf32Enabled"] = ir.UnitAttr.get()
+
+
 POINTER_ALIGNMENT = 16
 
 

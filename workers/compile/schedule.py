@@ -224,7 +224,7 @@ def group_family(group: Group, facts: list[LinalgOpFacts]) -> str:
     return min((facts[m].info.family for m in members), key=order.index)
 
 
-def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
+def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule:
     family = group_family(g, facts)
     schedule = default_op_schedule(facts[g.anchor].info, family)
     member = _reduction_member(g, facts)
@@ -238,7 +238,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
             schedule.vectorize = True
         return schedule
     if family == "matmul":
-        mma = tensor_core_schedule(g, facts)
+        mma = tensor_core_schedule(g, facts, precision)
         if mma is not None:
             return mma
     if family == "matmul" and member is not None and any(schedule.thread_tile):
@@ -256,10 +256,10 @@ V0_MMA_TILES = [((128, 64), (64, 32), 64), ((128, 64), (64, 32), 32), ((64, 64),
                 ((32, 32), (16, 16), 16)]
 
 
-def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule | None:
+def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule | None:
     """The v0 schedule of an f16 x f16 matmul kernel (alone or fused into an elementwise consumer)
-    on mma.sync tensor cores, with the first V0_MMA_TILES entry that the kernel takes; None where
-    tensor cores do not apply (other dtypes, ops, shapes)."""
+    on mma.sync tensor cores, with the first V0_MMA_TILES entry that the kernel takes, and of an f32
+    one in precision tf32; None where tensor cores do not apply (other dtypes, ops, shapes)."""
     op = facts[g.anchor].info
     n = len(op.loop_ranges)
     for block, warp, k_step in V0_MMA_TILES:
@@ -267,10 +267,10 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule | N
         schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*block, *tail],
                               thread_tile=[*warp, *tail], reduction_tile=k_step, tensor_core="mma_sync")
         try:
-            plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
+            plan = plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
         except ValueError:
             continue
-        return schedule
+        return schedule if plan.operand != "f32" or precision == "tf32" else None
     return None
 
 
@@ -291,12 +291,17 @@ def precision_of(facts: list[LinalgOpFacts]) -> str:
     return next((p for p in ("f16", "bf16") if p in dtypes), "fp32")
 
 
-def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a") -> ScheduleParams:
-    params = ScheduleParams(ops=[default_group_schedule(g, facts) for g in plan_groups(facts, None)],
-                            chip=chip, precision=precision_of(facts))
+def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: bool = False) -> ScheduleParams:
+    """v0: each kernel's operator-aware template. `tf32`: the model's fp32 may be computed in TF32 (its
+    tolerance; f32 matmuls then run on tensor cores)."""
+    precision = precision_of(facts)
+    precision = "tf32" if tf32 and precision == "fp32" else precision
+    params = ScheduleParams(ops=[default_group_schedule(g, facts, precision) for g in plan_groups(facts, None)],
+                            chip=chip, precision=precision)
     # producers that a split reduction leaves out of its kernel get a schedule of their own
     planned = {s.op_index for s in params.ops}
-    params.ops += [default_group_schedule(g, facts) for g in plan_groups(facts, params) if g.anchor not in planned]
+    params.ops += [default_group_schedule(g, facts, precision) for g in plan_groups(facts, params)
+                   if g.anchor not in planned]
     params.ops.sort(key=lambda s: s.op_index)
     return params
 
@@ -506,10 +511,17 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     """transform.mlir for the payload described by `facts`; also returns its kernels in launch order."""
     groups = plan_groups(facts, params)
     by_index = {s.op_index: s for s in params.ops}
-    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts) for g in groups}
+    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision)
+                 for g in groups}
     kernels = plan_kernels(groups, schedules, facts)
     ids = {(c.anchor, c.partial): i for i, c in enumerate(kernels)}
-    tensor_cores = {i for i, c in enumerate(kernels) if not c.partial and schedules[c.anchor].tensor_core != "none"}
+    group_of = {g.anchor: g for g in groups}
+    tensor_cores = {i: mma_plan(schedules[c.anchor], group_of[c.anchor], facts) for i, c in enumerate(kernels)
+                    if not c.partial and schedules[c.anchor].tensor_core != "none"}
+    tf32 = [plan.matmul for plan in tensor_cores.values() if plan.operand == "f32"]
+    if tf32 and params.precision != "tf32":
+        raise ScheduleError(f"op {tf32[0]}: f32 matmuls run on tensor cores as TF32, which needs precision "
+                            f"\"tf32\" (its tolerance), not {params.precision!r}")
     lines = [
         "module attributes {transform.with_named_sequence} {",
         f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.consumed}}) {{",
@@ -561,7 +573,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
             f"block_dims = {_ints(kernel.block)} : ({ANY}) -> {ANY}",
         ]
         if k in tensor_cores:
-            lines += emit_mma_contracts(f"%mapped{k}")
+            lines += emit_mma_contracts(f"%mapped{k}", tensor_cores[k])
     lines += [
         f'    %gpu_func = transform.structured.match ops{{["func.func"]}} in %bufferized : ({ANY}) -> {ANY}',
         # accumulators of a vectorized reduction loop stay in registers across its iterations

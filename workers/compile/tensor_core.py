@@ -1,32 +1,37 @@
 """The tensor-core (mma.sync) kernel of a matmul group, as Transform steps.
 
 A block computes a `block_tile` of the matmul's output; its warps each loop over K in steps of
-`reduction_tile` (16 unless a multiple of 16) for their warp tile: `thread_tile` where it is one (a
-multiple of 16x8 dividing the block tile), else one the compile stage picks, so that switching
+`reduction_tile` (the mma's K unless a multiple of it) for their warp tile: `thread_tile` where it is
+one (a multiple of 16x8 dividing the block tile), else one the compile stage picks, so that switching
 tensor_core on is one edit of a working schedule; with the step's matmul vectorized into one
-vector.contract that is unrolled to the native m16n8k16 shape. `convert-vector-to-gpu{use-nvgpu}`
-in the post-schedule pipeline then turns each contract into an `nvgpu.mma.sync` fed by per-lane
-fragment loads (upstream's `transform.nvgpu.rewrite_matmul_as_mma_sync` only takes f16 x f16 -> f16
-or tf32, while torch's f16 matmul accumulates in f32). The fill and a fused elementwise consumer (the
-epilogue: cast to f16, ReLU, bias...) are spread over all threads of the block, the epilogue in rows of
-1-D vectors (convert-vector-to-gpu would take a 2-D chain of its elementwise ops for MMA fragments);
-the accumulator tile they share with the warps then lives in shared memory, and the thread mapping puts
-barriers between the three steps. With `promote_shared` the block steps over K instead, each step's A
-and B tiles copied into shared memory by all its threads before the warps' mma tiles read them.
+vector.contract that is unrolled to the native shape (m16n8k16 for f16 operands, m16n8k8 for f32 ones
+read as TF32). `convert-vector-to-gpu{use-nvgpu}` in the post-schedule pipeline then turns each
+contract into an `nvgpu.mma.sync` fed by per-lane fragment loads (upstream's
+`transform.nvgpu.rewrite_matmul_as_mma_sync` only takes f16 x f16 -> f16 or tf32, while torch's f16
+matmul accumulates in f32). Each warp's accumulators stay in registers across its K loop (the loop
+carries the mma fragments). The fill and a fused elementwise consumer (the epilogue: cast to f16,
+ReLU, bias...) are spread over all threads of the block, the epilogue in rows of 1-D vectors
+(convert-vector-to-gpu would take a 2-D chain of its elementwise ops for MMA fragments); the
+accumulator tile they share with the warps lives in shared memory, written once after the K loop, and
+the thread mapping puts barriers between the three steps. With `promote_shared` the block steps over
+K instead, each step's A and B tiles copied into shared memory by all its threads before the warps'
+mma tiles read them (ldmatrix).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from workers.records import OpSchedule
+from workers.records import ELEMENT_BYTES, OpSchedule
 
-MMA_M, MMA_N, MMA_K = 16, 8, 16  # mma.sync.m16n8k16 with f16 operands, f16 or f32 accumulators
+# mma.sync shape (m, n, k) by operand type: m16n8k16 for f16, m16n8k8 for f32 operands, which the
+# tensor cores read as TF32 (the job's precision must be tf32: its tolerance, peers with TF32)
+MMA_SHAPES = {"f16": (16, 8, 16), "f32": (16, 8, 8)}
+MMA_M, MMA_N = 16, 8
 WARP_SIZE = 32
 MAX_THREADS = 1024
 STATIC_SHARED_BYTES = 48 * 1024  # the most a kernel gets without opting in to dynamic shared memory
 ACCUMULATOR_BYTES = {"f32": 4, "f16": 2}
-OPERAND_BYTES = 2  # f16
 EPILOGUE_VECTOR = 4  # accumulator elements per epilogue vector
 
 ANY = "!transform.any_op"
@@ -44,6 +49,11 @@ class MmaPlan:
     warp: tuple[int, int]  # output tile (m, n) of a warp
     k_step: int
     accumulator: str  # element type of the matmul's result
+    operand: str  # element type of A and B: a key of MMA_SHAPES
+
+    @property
+    def mma_shape(self) -> tuple[int, int, int]:
+        return MMA_SHAPES[self.operand]
 
     @property
     def warps(self) -> tuple[int, int]:
@@ -84,9 +94,12 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
         raise ValueError("tensor_core applies to a linalg.matmul kernel (alone, or fused into an elementwise "
                          f"consumer), not to {anchor.info.name} ({anchor.info.family})"
                          + (f" with producer {producer.info.name}" if producer is not None else ""))
-    if matmul.input_dtypes != ["f16", "f16"] or matmul.info.dtype not in ACCUMULATOR_BYTES:
-        raise ValueError(f"mma_sync takes f16 x f16 -> f16/f32 matmuls; op {matmul.info.index} is "
-                         f"{' x '.join(matmul.input_dtypes)} -> {matmul.info.dtype}")
+    operand = matmul.input_dtypes[0]
+    if matmul.input_dtypes != [operand, operand] or operand not in MMA_SHAPES \
+            or matmul.info.dtype not in ACCUMULATOR_BYTES:
+        raise ValueError(f"mma_sync takes f16 x f16 -> f16/f32 and (as TF32) f32 x f32 -> f32 matmuls; op "
+                         f"{matmul.info.index} is {' x '.join(matmul.input_dtypes)} -> {matmul.info.dtype}")
+    mma_k = MMA_SHAPES[operand][2]
     m, n, k = matmul.info.loop_ranges
     block = tuple(s.block_tile[:2])
     if len(s.block_tile) != len(anchor.info.loop_ranges) or any(s.block_tile[2:]) or any(s.thread_tile[2:]):
@@ -97,18 +110,18 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     warp = tuple(s.thread_tile[:2]) if _is_warp_tile(s.thread_tile[:2], block) else _default_warp_tile(block)
     if warp is None:
         raise ValueError(f"block_tile {list(block)} is no multiple of the {MMA_M}x{MMA_N} mma tile")
-    k_step = s.reduction_tile if s.reduction_tile and s.reduction_tile % MMA_K == 0 else MMA_K
+    k_step = s.reduction_tile if s.reduction_tile and s.reduction_tile % mma_k == 0 else mma_k
     if k % k_step:
-        raise ValueError(f"the K step {k_step} (mma.sync m16n8k16) must divide K={k}")
+        raise ValueError(f"the K step {k_step} (mma.sync m16n8k{mma_k}) must divide K={k}")
     plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warp, k_step,
-                   matmul.info.dtype)
+                   matmul.info.dtype, operand)
     if plan.threads > MAX_THREADS:
         raise ValueError(f"{math.prod(plan.warps)} warps ({plan.threads} threads) per block exceed {MAX_THREADS}")
     shared = math.prod(block) * ACCUMULATOR_BYTES[plan.accumulator] if epilogue else 0
     if shared > STATIC_SHARED_BYTES:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
                          f"{shared} bytes of shared memory, over {STATIC_SHARED_BYTES}")
-    staged = (block[0] + block[1]) * k_step * OPERAND_BYTES if s.promote_shared else 0
+    staged = (block[0] + block[1]) * k_step * ELEMENT_BYTES[operand] if s.promote_shared else 0
     if shared + staged > STATIC_SHARED_BYTES:
         raise ValueError(f"promote_shared: the A and B tiles of a K step ({staged} bytes) and the accumulator "
                          f"tile ({shared} bytes) need more shared memory than {STATIC_SHARED_BYTES} bytes")
@@ -185,33 +198,34 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
     return out
 
 
-OPERAND_VECTOR = 8  # f16 elements of one 128-bit global load when staging operand tiles
+LOAD_BYTES = 16  # one 128-bit global load when staging operand tiles
 
 
-def copy_tile(shape: tuple[int, int], threads: int) -> tuple[int, int]:
-    """A thread's (rows, columns) of a block-wide copy of a `shape` tile: rows of up to OPERAND_VECTOR
-    neighbouring elements, every thread busy where the shape allows it."""
-    for v in (OPERAND_VECTOR, 4, 2, 1):
+def copy_tile(shape: tuple[int, int], threads: int, element_bytes: int) -> tuple[int, int]:
+    """A thread's (rows, columns) of a block-wide copy of a `shape` tile: rows of up to one 128-bit
+    load of neighbouring elements, every thread busy where the shape allows it."""
+    widest = LOAD_BYTES // element_bytes
+    for v in (widest, widest // 2, widest // 4, 1):
         cols = shape[1] // v if shape[1] % v == 0 else 0
         if cols and threads % cols == 0 and shape[0] % (threads // cols) == 0:
             return shape[0] // (threads // cols), v
-    return shape[0], shape[1] if shape[1] <= OPERAND_VECTOR else 1
+    return shape[0], shape[1] if shape[1] <= widest else 1
 
 
 def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
     """promote_shared: the block steps over K; each step's A (block_m x k_step) and B (k_step x
     block_n) tiles are copied into block-local tensors (shared memory) by all threads of the block,
     128 bits per load, then the warps run their mma tiles on them."""
-    acc = plan.accumulator
+    acc, operand = plan.accumulator, plan.operand
     out = [
         f"    %{k}_mk, %{k}_kloop = transform.structured.tile_using_for {matmul_b} tile_sizes [0, 0, {plan.k_step}] "
         f": ({ANY}) -> ({ANY}, {ANY})",
-        f"    %{k}_pd, %{k}_pads, %{k}_cb = transform.structured.pad %{k}_mk {{padding_values = [0.0 : f16, "
-        f"0.0 : f16, 0.0 : {acc}], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
+        f"    %{k}_pd, %{k}_pads, %{k}_cb = transform.structured.pad %{k}_mk {{padding_values = [0.0 : {operand}, "
+        f"0.0 : {operand}, 0.0 : {acc}], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
         f": ({ANY}) -> ({ANY}, {ANY}, {ANY})",
     ]
     for i, shape in enumerate([(plan.block[0], plan.k_step), (plan.k_step, plan.block[1])]):
-        rows, cols = copy_tile(shape, plan.threads)
+        rows, cols = copy_tile(shape, plan.threads, ELEMENT_BYTES[operand])
         out += [
             f"    %{k}_pad{i} = transform.get_producer_of_operand %{k}_pd[{i}] : ({ANY}) -> {ANY}",
             f"    %{k}_dps{i} = transform.structured.rewrite_in_destination_passing_style %{k}_pad{i} "
@@ -244,15 +258,19 @@ def emit_shared_accumulator(kernel: int) -> list[str]:
     ]
 
 
-def emit_mma_contracts(launch: str) -> list[str]:
-    """After thread mapping: each warp's vectorized K step becomes vector.contracts on the f16 operands
-    (extf folded in, as mma.sync accumulates f16 products in f32), unrolled to m16n8k16."""
+def emit_mma_contracts(launch: str, plan: MmaPlan) -> list[str]:
+    """After thread mapping: each warp's vectorized K step becomes vector.contracts on the operands
+    (extf of f16 folded in, as mma.sync accumulates f16 products in f32), unrolled to the mma shape."""
     return [
         f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.vector.reduction_to_contract "
         "transform.apply_patterns.vector.fold_arith_extension transform.apply_patterns.vector.transfer_permutation_patterns "
         "transform.apply_patterns.vector.cast_away_vector_leading_one_dim "
         f"transform.apply_patterns.canonicalization }} : {ANY}",
         f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.gpu.unroll_vectors_subgroup_mma "
-        f"[{MMA_M}, {MMA_N}, {MMA_K}] }} : {ANY}",
-        f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.canonicalization }} : {ANY}",
+        f"[{', '.join(map(str, plan.mma_shape))}] }} : {ANY}",
+        # subviews folded into the transfers' indices: hoist_redundant_vector_transfers (next) keeps
+        # the accumulator tiles in registers across the K loop only where they read the buffer itself
+        f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.memref.fold_memref_alias_ops "
+        f"transform.apply_patterns.canonicalization }} : {ANY}",
+        f"    transform.apply_cse to {launch} : {ANY}",
     ]

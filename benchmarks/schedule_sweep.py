@@ -1,0 +1,169 @@
+"""Schedule variants of one model side by side: which tiles and knobs v0 templates should take.
+
+Two steps, as with perf_targets.py (the GPU node cannot lower models):
+
+    .venv/bin/python benchmarks/schedule_sweep.py compile OUT [SWEEP...]   # CPU: v0 + one vN per variant
+    python3 benchmarks/schedule_sweep.py measure OUT [--record FILE]       # GPU node: every vN of every job
+
+A variant is a set of OpSchedule fields given to every op of one family in v0's schedule, or
+`block_reductions` (every split row reduction as a one-kernel block reduction of N threads per row).
+The table shows each variant's median time as a ratio to v0 of the same job, measured in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.perf_targets import MODELS, ZOO, compiled_versions  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    family: str = ""  # ops of this family get `fields`
+    fields: dict = field(default_factory=dict)
+    block_reductions: int = 0  # threads per row; 0: no conversion
+
+
+MMA_VARIANTS = [
+    Variant("staged K32", "matmul", {"promote_shared": True, "reduction_tile": 32}),
+    Variant("staged K16", "matmul", {"promote_shared": True, "reduction_tile": 16}),
+    Variant("staged K32, 8 warps of 32x32", "matmul", {"promote_shared": True, "reduction_tile": 32,
+                                                       "thread_tile": [32, 32]}),
+    Variant("staged K32, 64x64 block", "matmul", {"promote_shared": True, "reduction_tile": 32,
+                                                  "block_tile": [64, 64], "thread_tile": [32, 32]}),
+    Variant("K32", "matmul", {"reduction_tile": 32}),
+    Variant("64x64 block, K64", "matmul", {"block_tile": [64, 64], "thread_tile": [32, 32]}),
+]
+TF32_VARIANTS = [
+    Variant("staged K16", "matmul", {"promote_shared": True, "reduction_tile": 16}),
+    Variant("staged K32", "matmul", {"promote_shared": True, "reduction_tile": 32}),
+    Variant("K32", "matmul", {"reduction_tile": 32}),
+]
+REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n) for n in (128, 256, 512, 1024)]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    model: Path
+    variants: list[Variant]
+    tf32: bool = False  # the job allows TF32 (submit --tf32)
+
+
+SWEEPS = {
+    "matmul4096_f16": Sweep(MODELS / "matmul4096_f16.py", MMA_VARIANTS),
+    "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),
+    "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),
+    "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
+    "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),
+    "layernorm": Sweep(ZOO / "layernorm.py", REDUCTION_VARIANTS),
+    "reduce_mean": Sweep(ZOO / "reduce_mean.py", REDUCTION_VARIANTS),
+}
+
+
+def variant_params(job: str, variant: Variant, tf32: bool = False):
+    from workers.compile import initial_params
+    from workers.compile.analysis import analyze
+    from workers.compile.pipeline import default_pipeline
+    from workers.compile.schedule import with_block_reductions
+    from workers.layout import LINALG_FILE
+
+    params = initial_params(job, tf32=tf32)
+    if variant.block_reductions:
+        facts = analyze(Path(job, LINALG_FILE).read_text(), default_pipeline(params.chip).pre_schedule)
+        params = with_block_reductions(params, facts)
+        for s in params.ops:
+            if s.block_reduction:
+                s.block_reduction = variant.block_reductions
+    for s in params.ops:
+        if s.family == variant.family:
+            for name, value in variant.fields.items():
+                # tiles keep the anchor's trailing loop entries (0: not tiled) past the ones given
+                setattr(s, name, value + getattr(s, name)[len(value):] if isinstance(value, list) else value)
+    return params
+
+
+def compile_sweep(name: str, out: str) -> list[str]:
+    from workers.compile import compile_iteration, initial_params
+    from workers.frontend import FrontendError, lower_model
+
+    sweep = SWEEPS[name]
+    job = os.path.join(out, name)
+    try:
+        lower_model(str(sweep.model), job)
+    except FrontendError as e:
+        return [f"{name}: not lowered: {e}"]
+    lines = []
+    for v, (label, params) in enumerate([("v0", initial_params(job, tf32=sweep.tf32))]
+                                        + [(x.name, variant_params(job, x, sweep.tf32)) for x in sweep.variants]):
+        result = compile_iteration(job, v, params)
+        lines.append(f"{name} v{v} ({label}): " + ("compiled" if result.ok else
+                                                    f"failed at {result.stage}: {result.error[:300]}"))
+    return lines
+
+
+def measure(out: Path, timeout_s: float) -> list[str]:
+    from workers.measure import measure_iteration
+
+    rows = ["| job | version | variant | status | ours us | vs v0 | eager us | vs eager |",
+            "|---|---|---|---|---:|---:|---:|---:|"]
+    for name, sweep in SWEEPS.items():
+        job = out / name
+        if not job.exists():
+            continue
+        labels = ["v0"] + [x.name for x in sweep.variants]
+        base = None
+        for v in compiled_versions(job):
+            r = measure_iteration(str(job), v, profile=False, timeout_s=timeout_s)
+            ours = r.time.median_us if r.time and r.correct else None
+            base = ours if v == 0 else base
+            status = r.status if r.correct or r.status != "ok" else f"wrong ({r.max_abs_err:.2g})"
+            eager = r.eager.median_us if r.eager else None
+            rows.append(f"| {name} | v{v} | {labels[v]} | {status} | {ours or float('nan'):.1f} "
+                        f"| {(base / ours) if ours and base else float('nan'):.2f}x | {eager or float('nan'):.1f} "
+                        f"| {(eager / ours) if ours and eager else float('nan'):.2f}x |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("step", choices=["compile", "measure"])
+    parser.add_argument("out", type=Path, help="folder of the job folders (one per sweep)")
+    parser.add_argument("sweeps", nargs="*", help=f"compile: these sweeps (default: all of {', '.join(SWEEPS)})")
+    parser.add_argument("--timeout", type=float, default=120, help="measure: seconds per version")
+    parser.add_argument("--record", type=Path, help="measure: append the table to this markdown file")
+    args = parser.parse_args()
+    if args.step == "compile":
+        from concurrent.futures import ProcessPoolExecutor
+
+        names = args.sweeps or list(SWEEPS)
+        unknown = sorted(set(names) - set(SWEEPS))
+        if unknown:
+            parser.error(f"no sweep named {', '.join(unknown)}; the sweeps: {', '.join(SWEEPS)}")
+        with ProcessPoolExecutor(os.cpu_count() or 2) as pool:
+            for lines in pool.map(compile_sweep, names, [str(args.out)] * len(names)):
+                print("\n".join(lines), flush=True)
+        return 0
+    rows = measure(args.out, args.timeout)
+    if args.record:
+        import torch
+
+        header = [f"## {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+                  f"- device: {torch.cuda.get_device_name()}, torch {torch.__version__}",
+                  f"- command: `python3 benchmarks/schedule_sweep.py measure {args.out}` (compiled on the CPU "
+                  f"machine by `benchmarks/schedule_sweep.py compile {args.out}`)", ""]
+        with open(args.record, "a") as f:
+            f.write("\n".join(header + rows) + "\n\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
