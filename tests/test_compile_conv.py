@@ -70,8 +70,9 @@ def test_resnet_conv_through_img2col_is_a_matmul_kernel(jobs):
     conv = [s for s in params.ops if s.img2col]
     assert len(conv) == 1
     s = conv[0]
-    # loops (n, f, oh*ow, c*kh*kw) = (32, 64, 3136, 576): 64x64 block tiles, 4x4 per thread, K by 8
-    assert (s.block_tile, s.thread_tile, s.reduction_tile, s.vectorize) == ([1, 0, 64, 0], [0, 4, 4, 0], 8, True)
+    # loops (n, f, oh*ow, c*kh*kw) = (32, 64, 3136, 576): 64x56 block tiles (56 pixels: one output row),
+    # 4x4 per thread, K by 9 (one input channel's 3x3 window): tiles aligned to the gather's index arithmetic
+    assert (s.block_tile, s.thread_tile, s.reduction_tile, s.vectorize) == ([1, 0, 56, 0], [0, 4, 4, 0], 9, True)
     result = compile_iteration(str(job), 2, params)
     assert result.ok, f"{result.stage}: {result.error}"
     vdir = job / "v2"
@@ -80,7 +81,7 @@ def test_resnet_conv_through_img2col_is_a_matmul_kernel(jobs):
     config = json.loads((vdir / "config.json").read_text())
     assert result.kernel_families[-1] == "matmul" and result.kernel_ops[-1] == s.op_index
     launch = config["launches"][-1]
-    assert launch["block"] == [16, 16, 1] and launch["grid"][0] * launch["grid"][1] * launch["grid"][2] == 32 * 49
+    assert launch["block"] == [14, 16, 1] and launch["grid"][0] * launch["grid"][1] * launch["grid"][2] == 32 * 56
     gpu = (vdir / "gpu.mlir").read_text()
     assert not HOST_LOOPS.search(_host_part(gpu))
     # the img2col matrix (32 x 576 x 3136) is never allocated: it is gathered inside the kernel
@@ -109,6 +110,23 @@ def test_v0_keeps_every_conv_direct(jobs):
         assert not any(s.img2col for s in initial_params(str(job)).ops)
     family = load().families["img2col"]
     assert not family.available and "wrong results" in family.unavailable_reason
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("block_tile", [1, 0, 64, 0], "the tile 64 of loop 2 must divide or be a multiple of each of [56]"),
+    ("thread_tile", [0, 4, 3, 0], "the tile 3 of loop 2 must divide or be a multiple of each of [56]"),
+    ("reduction_tile", 8, "the reduction_tile must divide or be a multiple of each of [9, 3]"),
+])
+def test_img2col_tiles_must_align_with_the_gathers_index_arithmetic(jobs, field, value, reason):
+    """The gather takes pixel p apart as (p floordiv 56, p mod 56) and k as (k floordiv 9, (k mod 9)
+    floordiv 3, k mod 3); tiling keeps that right only at aligned tiles. A K step of 8 compiled, and
+    computed wrong convolutions on the H200 (max abs error 4.1)."""
+    job = jobs["conv3x3_resnet"]
+    params = _all_img2col(job)
+    conv = next(s for s in params.ops if s.img2col)
+    setattr(conv, field, value)
+    with pytest.raises(ScheduleError, match=re.escape(reason)):
+        emit_transform(_facts(job), params)
 
 
 def test_img2col_on_a_non_conv_op_is_a_schedule_error(jobs):

@@ -127,6 +127,23 @@ def img2col_op(op: OpInfo) -> OpInfo:
                   iterator_types=["parallel", "parallel", "parallel", "reduction"], dtype=op.dtype, flops=op.flops)
 
 
+def img2col_alignments(op: OpInfo) -> dict[int, list[int]]:
+    """Per loop of img2col_op(op), the extents that its flattened index is taken apart by (floordiv and
+    mod in the gather): the output pixels by the output width, the reduction by kh*kw and kw (nchw: k =
+    (c*kh + i)*kw + j) or kw*c and c (nhwc: k = (i*kw + j)*c + c'). Tiling maps such an index right only
+    where each tile divides, or is a multiple of, every one of these extents: an unaligned tile splits
+    its slice of the input at the wrong place (wrong results on the GPU, nothing wrong in the IR)."""
+    img2col_op(op)  # ValueError for any other op
+    r = op.loop_ranges
+    if op.name == "linalg.conv_2d_nchw_fchw":  # (n, f, oh, ow, c, kh, kw)
+        return {2: [r[3]], 3: [r[5] * r[6], r[6]]}
+    return {1: [r[2]], 3: [r[5] * r[6], r[6]]}  # (n, oh, ow, f, kh, kw, c)
+
+
+def img2col_aligned(tile: int, extents: list[int]) -> bool:
+    return all(tile % e == 0 or e % tile == 0 for e in extents)
+
+
 @dataclass
 class ScheduleParams(JsonRecord):
     """Everything the compile stage needs to emit transform.mlir and pass_pipeline.txt."""

@@ -33,7 +33,8 @@ from workers.compile.pipeline import PREPARE_STEPS
 from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
                                         plan_mma)
 from workers.records import (ELEMENT_BYTES, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams,
-                             default_split_factor, img2col_op as records_img2col_op, reduction_extents)
+                             default_split_factor, img2col_aligned, img2col_alignments,
+                             img2col_op as records_img2col_op, reduction_extents)
 
 MAX_THREADS = 1024
 TARGET_THREADS = 256
@@ -276,13 +277,33 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -
 
 def img2col_schedule(conv: OpInfo) -> OpSchedule:
     """A conv's schedule through img2col: the v0 matmul template on its img2col matmul (64x64 block
-    tile, 4x4 per thread, the reduction loop tiled by 8 and the thread's tile vectorized)."""
+    tile, 4x4 per thread, the reduction loop tiled by about 8 and the thread's tile vectorized), with
+    the pixel and reduction tiles moved to the nearest ones aligned to the gather's index arithmetic
+    (img2col_alignments), e.g. 56-pixel blocks of a 56-wide image and K steps of 9 for a 3x3 kernel."""
     op = img2col_op(conv)
     schedule = default_op_schedule(op, "matmul")
     schedule.img2col = True
-    if any(schedule.thread_tile) and op.loop_ranges[3] % V0_REDUCTION_TILE == 0:
-        schedule.reduction_tile, schedule.vectorize = V0_REDUCTION_TILE, True
+    for d, extents in img2col_alignments(conv).items():
+        thread = schedule.thread_tile[d]
+        if op.iterator_types[d] == "reduction":
+            if any(schedule.thread_tile):
+                schedule.reduction_tile = _nearest_aligned(op.loop_ranges[d], V0_REDUCTION_TILE, extents)
+                schedule.vectorize = True
+            continue
+        if thread and not img2col_aligned(thread, extents):
+            thread = schedule.thread_tile[d] = max(t for t in range(1, thread + 1)
+                                                   if thread % t == 0 and img2col_aligned(t, extents))
+        if schedule.block_tile[d]:
+            schedule.block_tile[d] = _nearest_aligned(op.loop_ranges[d], schedule.block_tile[d], extents,
+                                                      multiple_of=thread or 1)
     return schedule
+
+
+def _nearest_aligned(extent: int, want: int, extents: list[int], multiple_of: int = 1) -> int:
+    """The divisor of `extent` closest to `want` (by ratio; the smaller on a tie) that is a multiple of
+    `multiple_of` and aligned to `extents`."""
+    tiles = [t for t in range(multiple_of, extent + 1, multiple_of) if extent % t == 0 and img2col_aligned(t, extents)]
+    return min(tiles, key=lambda t: (abs(math.log(t / want)), t))
 
 
 def precision_of(facts: list[LinalgOpFacts]) -> str:
@@ -355,6 +376,7 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
         members = []
         if schedule.vectorize and not schedule.reduction_tile:
             raise ScheduleError(f"op {op.index}: vectorizing an img2col matmul needs a reduction_tile")
+        _check_img2col_alignment(schedule, op, facts[g.anchor].info)
     n = len(op.loop_ranges)
     if len(schedule.block_tile) != n or len(schedule.thread_tile) != n:
         raise ScheduleError(f"op {op.index}: tiles must have {n} entries (one per loop)")
@@ -382,6 +404,19 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
             raise ScheduleError(f"op {op.index}: loop {d} of extent {extent} is not divided evenly by "
                                 f"block tile {b} and thread tile {t}")
     return _block_dims(schedule, op)
+
+
+def _check_img2col_alignment(schedule: OpSchedule, op: OpInfo, conv: OpInfo) -> None:
+    """op: the img2col matmul of `conv`."""
+    for d, extents in img2col_alignments(conv).items():
+        is_reduction = op.iterator_types[d] == "reduction"
+        tiles = [schedule.reduction_tile] if is_reduction else [schedule.block_tile[d], schedule.thread_tile[d]]
+        for tile in filter(None, tiles):
+            if not img2col_aligned(tile, extents):
+                what = "reduction_tile" if is_reduction else f"tile {tile} of loop {d}"
+                raise ScheduleError(f"op {conv.index}: img2col: the {what} must divide or be a multiple of "
+                                    f"each of {extents}: the gather takes that loop's index apart by them, and "
+                                    "an unaligned tile reads the wrong input elements")
 
 
 def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> None:
