@@ -2,8 +2,7 @@
 # 3 zoo models. Needs .gpu-bundle/site.tar.xz (deploy/gpu_site_bundle.sh), .whl/pycuda-site.tgz (a pycuda
 # built by deploy/gpu_node_setup.sh, tarred from /tmp) and e2e-out/ with the models lowered on a CPU machine.
 set -e
-mkdir -p /tmp/farm && tar xJf .gpu-bundle/site.tar.xz -C /tmp/farm && tar xzf .whl/pycuda-site.tgz -C /tmp
-export PYTHONPATH=/tmp/farm/site:/tmp/pycuda-site:$PWD PATH=/tmp/farm/bin:$PATH LD_LIBRARY_PATH=/tmp/farm/lib PYTHONUNBUFFERED=1
+source benchmarks/gpu_node/env.sh
 redis-server --version
 python3 -c "import celery, durable, pycuda; from workers.compile import mlir; print('imports ok')"
 set +e

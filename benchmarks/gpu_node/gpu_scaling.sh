@@ -7,10 +7,7 @@
 # and wheels: deploy/gpu_node_setup.sh) and .gpu-bundle/lowered (on a CPU machine:
 # `.venv/bin/python benchmarks/gpu_scaling.py --lower-to .gpu-bundle/lowered`; torch-mlir is not on the node).
 set -e
-mkdir -p /tmp/farm && tar xJf .gpu-bundle/site.tar.xz -C /tmp/farm
-bash deploy/gpu_node_setup.sh .whl /tmp/pycuda-site > /tmp/pycuda-setup.log 2>&1 || { tail -20 /tmp/pycuda-setup.log; exit 1; }
-export PYTHONPATH=/tmp/farm/site:/tmp/pycuda-site:$PWD PATH=/tmp/farm/bin:$PATH LD_LIBRARY_PATH=/tmp/farm/lib \
-    PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+source benchmarks/gpu_node/env.sh
 nvidia-smi -L
 echo "UUID the measure workers lock (CUDA_VISIBLE_DEVICES=0): $(CUDA_VISIBLE_DEVICES=0 python3 -m orchestrator.gpus)"
 set +e
