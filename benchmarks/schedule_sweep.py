@@ -48,6 +48,14 @@ TF32_VARIANTS = [
     Variant("K32", "matmul", {"reduction_tile": 32}),
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n) for n in (128, 256, 512, 1024)]
+# the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 56 pixels x 64 channels per
+# block, 4x4 per thread, K steps of 9
+IMG2COL_VARIANTS = [
+    Variant("K18", "matmul", {"reduction_tile": 18}),
+    Variant("112 pixels per block", "matmul", {"block_tile": [1, 0, 112, 0]}),
+    Variant("8x4 per thread", "matmul", {"thread_tile": [0, 8, 4, 0]}),
+    Variant("4x8 per thread", "matmul", {"thread_tile": [0, 4, 8, 0]}),
+]
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,7 @@ SWEEPS = {
     "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),
     "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
+    "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),
     "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),
     "layernorm": Sweep(ZOO / "layernorm.py", REDUCTION_VARIANTS),
     "reduce_mean": Sweep(ZOO / "reduce_mean.py", REDUCTION_VARIANTS),

@@ -1,15 +1,15 @@
 """Hypothesis families -> one concrete ScheduleEdit each (or None where the family does not apply).
 
 Every edit keeps the schedule valid for the compile stage: tiles keep dividing the loop extents,
-thread counts stay within 32..1024.
+thread counts stay within 32..1024, at most 3 loops go to the grid.
 """
 from __future__ import annotations
 
 import math
 from typing import Callable
 
-from workers.records import (IMG2COL_CONVS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit, default_split_factor,
-                             reduction_extents)
+from workers.records import (IMG2COL_CONVS, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit,
+                             default_split_factor, reduction_extents)
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 
@@ -22,7 +22,7 @@ def _valid(block: list[int], thread: list[int], op: OpInfo) -> bool:
     for b, t, r in zip(block, thread, op.loop_ranges):
         if (b and r % b) or (t and (b or r) % t) or b < 0 or t < 0:
             return False
-    return MIN_THREADS <= _threads(block, thread, op) <= MAX_THREADS
+    return MIN_THREADS <= _threads(block, thread, op) <= MAX_THREADS and sum(1 for b in block if b) <= MAX_GRID_DIMS
 
 
 def _parallel_dims(op: OpInfo, s: OpSchedule) -> list[int]:
@@ -58,15 +58,23 @@ def _scale_thread_tile(s: OpSchedule, op: OpInfo, factor: float) -> ScheduleEdit
 def set_reduction_tile(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     if not has_reduction or s.reduction_tile:
         return None
+    extents = reduction_extents(op)
+    if s.block_reduction and (len(extents) != 1 or (extents[0] // s.block_reduction) % V0_REDUCTION_TILE):
+        return None  # the tile must divide the elements each thread of a block reduction reduces
     return ScheduleEdit(s.op_index, "reduction_tile", V0_REDUCTION_TILE)
 
 
-def split_reduction(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """Many threads per output of a reduction: split its loop (v0's factor), or split it twice as finely
-    once it is split."""
+def more_reduction_threads(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    """More threads per output of a reduction: twice the threads of a block reduction (while each keeps
+    at least 4 elements), else split its loop (v0's factor), or split it twice as finely once it is split."""
     extents = reduction_extents(op)
     if len(extents) != 1:
         return None  # several reduction loops, or the reduction is a fused producer whose extent op lacks
+    if s.block_reduction:
+        threads = s.block_reduction * 2
+        fits = threads <= MAX_THREADS and extents[0] % threads == 0 and extents[0] // threads >= 4 \
+            and (not s.reduction_tile or (extents[0] // threads) % s.reduction_tile == 0)
+        return ScheduleEdit(s.op_index, "block_reduction", threads) if fits else None
     factor = s.split_reduction * 2 if s.split_reduction else default_split_factor(extents[0])
     if factor < 2 or extents[0] % factor:
         return None
@@ -113,7 +121,7 @@ GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]]
     "halve_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 0.5),
     "double_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 2),
     "set_reduction_tile": set_reduction_tile,
-    "split_reduction": split_reduction,
+    "more_reduction_threads": more_reduction_threads,
     "enable_vectorize": enable_vectorize,
     "enable_fusion": enable_fusion,
     "enable_promote": enable_promote,

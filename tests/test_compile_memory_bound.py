@@ -1,6 +1,8 @@
 """Structure of v0 for memory-bound models (elementwise chains, softmax, layernorm, row reductions):
-128-bit loads and stores in elementwise kernels, reduction accumulators in registers (no store to
-global memory inside a loop), kernel counts and launch shapes. Real torch-mlir, MLIR and ptxas."""
+128-bit loads and stores in elementwise kernels, row reductions as one kernel each (a block per row,
+producers fused), reduction accumulators in registers (no store to global memory inside a loop),
+kernel counts and launch shapes; and of the split reductions (partial and merge kernels) that v0 used
+before. Real torch-mlir, MLIR and ptxas."""
 from __future__ import annotations
 
 import json
@@ -9,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from workers.compile import compile_iteration, initial_params
+from workers.compile import compile_iteration
+from workers.compile.analysis import analyze
+from workers.compile.pipeline import default_pipeline
+from workers.compile.schedule import initial_params_for
 from workers.frontend import lower_model
 
 ROOT = Path(__file__).parent.parent
@@ -25,18 +30,31 @@ MODELS = {
 H200_SMS = 132
 
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
-    out = tmp_path_factory.mktemp("memory_bound")
+def _compile_all(out: Path, names, reductions: str) -> dict:
     jobs = {}
-    for name, model in MODELS.items():
+    for name in names:
         job = out / name
-        lower_model(str(model), str(job))
-        result = compile_iteration(str(job), 0, initial_params(str(job)))
+        lower_model(str(MODELS[name]), str(job))
+        facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
+        params = initial_params_for(facts, reductions=reductions)
+        result = compile_iteration(str(job), 0, params)
         assert result.ok, f"{name}: {result.stage}: {result.error}"
         config = json.loads((job / "v0" / "config.json").read_text())
-        jobs[name] = (result, config, kernels_of((job / "v0" / "kernels.ptx").read_text()))
+        jobs[name] = (result, config, kernels_of((job / "v0" / "kernels.ptx").read_text()), params)
     return jobs
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """v0 of every model."""
+    return _compile_all(tmp_path_factory.mktemp("memory_bound"), MODELS, "block")
+
+
+@pytest.fixture(scope="module")
+def split_compiled(tmp_path_factory):
+    """v0 with split row reductions instead of block reductions."""
+    return _compile_all(tmp_path_factory.mktemp("memory_bound_split"),
+                        ["softmax_large", "reduce_sum_large", "softmax", "reduce_mean"], "split")
 
 
 def kernels_of(ptx: str) -> dict[str, str]:
@@ -68,7 +86,7 @@ def scalar_accesses(body: str) -> int:
 
 
 def test_elementwise_chain_is_one_kernel_of_128_bit_accesses_over_many_waves(compiled):
-    result, config, kernels = compiled["elementwise_large"]
+    result, config, kernels, _ = compiled["elementwise_large"]
     assert result.kernel_count == 1
     (launch,) = config["launches"]
     threads = launch["block"][0] * launch["block"][1] * launch["block"][2]
@@ -81,7 +99,7 @@ def test_elementwise_chain_is_one_kernel_of_128_bit_accesses_over_many_waves(com
 
 
 def test_small_elementwise_chain_also_vectorizes(compiled):
-    result, _, kernels = compiled["elementwise_chain"]
+    result, _, kernels, _ = compiled["elementwise_chain"]
     assert result.kernel_count == 1
     (body,) = kernels.values()
     assert vector_loads(body) >= 1 and vector_stores(body) >= 1
@@ -89,26 +107,29 @@ def test_small_elementwise_chain_also_vectorizes(compiled):
 
 @pytest.mark.parametrize("name", ["elementwise_large", "softmax_large", "layernorm_large", "reduce_sum_large"])
 def test_kernel_pointers_are_16_byte_aligned(compiled, name):
-    result, config, kernels = compiled[name]
+    result, config, kernels, _ = compiled[name]
     for launch in config["launches"]:
         body = kernels[launch["kernel"]]
         assert ".ptr .align 1 " not in body
         assert "malloc" not in body
 
 
-@pytest.mark.parametrize("name", ["softmax_large", "layernorm_large", "reduce_sum_large", "softmax", "reduce_mean"])
-def test_no_store_to_global_memory_inside_a_reduction_loop(compiled, name):
-    """Partial and merge kernels keep their accumulators in registers: one store per output."""
-    _, config, kernels = compiled[name]
+@pytest.mark.parametrize("reductions, name", [(r, n) for r in ("block", "split") for n in
+                                               ("softmax_large", "reduce_sum_large", "softmax", "reduce_mean")]
+                         + [("block", "layernorm_large")])
+def test_no_store_to_global_memory_inside_a_reduction_loop(compiled, split_compiled, reductions, name):
+    """Block reductions, partial and merge kernels keep their accumulators in registers: one store per
+    output."""
+    _, config, kernels, _ = (compiled if reductions == "block" else split_compiled)[name]
     for launch in config["launches"]:
         for loop in loop_bodies(kernels[launch["kernel"]]):
             assert "st.global" not in loop, f"{name} {launch['kernel']} stores inside a loop:\n{loop}"
 
 
-def test_softmax_kernels_partial_merge_and_vectorized_elementwise(compiled):
+def test_split_softmax_kernels_partial_merge_and_vectorized_elementwise(split_compiled):
     """max partial, max merge, exp(x - max), sum partial, sum merge, divide: the two 256 MB
     elementwise passes move 128 bits per access, and the merges read their partials as vectors."""
-    result, config, kernels = compiled["softmax_large"]
+    result, config, kernels, _ = split_compiled["softmax_large"]
     assert result.kernel_count == 6
     assert result.kernel_families == ["reduction", "reduction", "elementwise", "reduction", "reduction",
                                       "elementwise"]
@@ -124,43 +145,32 @@ def test_softmax_kernels_partial_merge_and_vectorized_elementwise(compiled):
         assert threads * blocks == 8192 * 64
 
 
-def test_row_sum_is_a_partial_and_a_merge_kernel(compiled):
-    result, config, kernels = compiled["reduce_sum_large"]
+def test_split_row_sum_is_a_partial_and_a_merge_kernel(split_compiled):
+    result, config, kernels, _ = split_compiled["reduce_sum_large"]
     assert result.kernel_count == 2
     merge = kernels[config["launches"][1]["kernel"]]
     assert vector_loads(merge) >= 8
 
 
 def test_layernorm_normalize_pass_is_vectorized(compiled):
-    result, config, kernels = compiled["layernorm_large"]
+    result, config, kernels, _ = compiled["layernorm_large"]
     normalize = kernels[config["launches"][-1]["kernel"]]
     assert vector_loads(normalize) >= 1 and vector_stores(normalize) == 1
 
 
 # ---------------------------------------------------------------------------------------------
-# block_reduction (not v0 yet): one kernel per row reduction, partials in shared memory, producers
-# fused, softmax's exp(x - max) computed again by the sum and the divide instead of stored
+# v0's block reductions: one kernel per row reduction, partials in shared memory, producers fused,
+# softmax's exp(x - max) computed again by the sum and the divide instead of stored
 
 
-@pytest.fixture(scope="module")
-def block_compiled(compiled, tmp_path_factory):
-    from workers.compile.analysis import analyze
-    from workers.compile.pipeline import default_pipeline
-    from workers.compile.schedule import with_block_reductions
-
-    out = tmp_path_factory.mktemp("memory_bound_block")
-    jobs = {}
-    for name in ("softmax_large", "layernorm_large", "reduce_sum_large", "softmax"):
-        job = out / name
-        lower_model(str(MODELS[name]), str(job))
-        params = initial_params(str(job))
-        facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline(params.chip).pre_schedule)
-        block = with_block_reductions(params, facts)
-        result = compile_iteration(str(job), 1, block)
-        assert result.ok, f"{name}: {result.stage}: {result.error}"
-        config = json.loads((job / "v1" / "config.json").read_text())
-        jobs[name] = (result, config, kernels_of((job / "v1" / "kernels.ptx").read_text()), block)
-    return jobs
+@pytest.mark.parametrize("name, threads", [("softmax_large", 512), ("layernorm_large", 512), ("reduce_sum_large", 512),
+                                           ("softmax", 256)])
+def test_v0_reduces_each_row_with_a_block_of_about_a_sixteenth_of_its_length(compiled, name, threads):
+    """The fastest measured on the H200: 512 threads per row of 8192, 256 per row of 4096 (softmax),
+    128 for rows of 1024 and less (benchmarks/results/schedule_sweep_h200.md). reduce_mean's reduced dim is
+    not innermost: it keeps the split."""
+    *_, params = compiled[name]
+    assert {s.block_reduction for s in params.ops if s.family != "elementwise"} == {threads}
 
 
 def shared_bytes(body: str) -> int:
@@ -169,8 +179,8 @@ def shared_bytes(body: str) -> int:
 
 @pytest.mark.parametrize("name, kernels", [("softmax_large", 3), ("layernorm_large", 4), ("reduce_sum_large", 1),
                                            ("softmax", 3)])
-def test_block_reductions_are_one_kernel_each_with_fused_producers(block_compiled, name, kernels):
-    result, config, bodies, params = block_compiled[name]
+def test_block_reductions_are_one_kernel_each_with_fused_producers(compiled, name, kernels):
+    result, config, bodies, params = compiled[name]
     assert result.kernel_count == kernels
     for launch in config["launches"]:
         body = bodies[launch["kernel"]]
@@ -184,9 +194,9 @@ def test_block_reductions_are_one_kernel_each_with_fused_producers(block_compile
             assert vector_loads(body) >= 1
 
 
-def test_softmax_block_reduction_reads_the_input_three_times_and_writes_once(block_compiled):
+def test_softmax_block_reduction_reads_the_input_three_times_and_writes_once(compiled):
     """max(x); sum(exp(x - max)); exp(x - max) / sum: exp is never stored."""
-    result, config, bodies, params = block_compiled["softmax_large"]
+    result, config, bodies, params = compiled["softmax_large"]
     buffers = {b["name"]: b for b in config["buffers"]}
     big = [name for name, b in buffers.items() if b["shape"] == [8192, 8192]]
     assert len(big) == 2  # the input and the output, no exp(x - max) temporary
@@ -195,8 +205,8 @@ def test_softmax_block_reduction_reads_the_input_three_times_and_writes_once(blo
     assert [launch["grid"][0] * launch["grid"][1] for launch in config["launches"][:2]] == [8192, 8192]
 
 
-def test_block_reduction_rejects_threads_over_the_reduction_or_thread_tiles(block_compiled, tmp_path):
-    result, config, bodies, params = block_compiled["reduce_sum_large"]
+def test_block_reduction_rejects_threads_over_the_reduction_or_thread_tiles(compiled, tmp_path):
+    result, config, bodies, params = compiled["reduce_sum_large"]
     job = tmp_path / "reduce_sum_large"
     lower_model(str(MODELS["reduce_sum_large"]), str(job))
     bad = params.from_dict(params.to_dict())
@@ -217,7 +227,8 @@ def test_splits_whose_loops_fit_one_tile_compile(tmp_path, split, reduction_tile
     values"); such loops stay untiled."""
     job = tmp_path / "reduce_mean"
     lower_model(str(MODELS["reduce_mean"]), str(job))
-    params = initial_params(str(job))
+    facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
+    params = initial_params_for(facts, reductions="split")
     schedule = next(s for s in params.ops if s.split_reduction)
     schedule.split_reduction, schedule.reduction_tile, schedule.vectorize = split, reduction_tile, bool(reduction_tile)
     result = compile_iteration(str(job), 1, params)

@@ -128,6 +128,10 @@ def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
     assert "ldmatrix.sync.aligned" in ptx and ptx.count("ld.global.v4") == 6  # (128x32 + 32x64) / 128 threads
     assert k_loop_accumulators(job / "v4") == ["vector<2x2xf32>"] * 16
+    # the accumulators leave the K loop into shared memory after its last barrier: another barrier must
+    # come before the epilogue's threads read them (without it: wrong results at 4096^3 on the H200)
+    after_k_loop = ptx[ptx.rindex("mma.sync"):].split("bra", 1)[1]
+    assert after_k_loop.index("bar.sync") < after_k_loop.index("ld.shared")
     if shutil.which("ptxas"):
         done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v4" / "kernels.ptx"), "-o", "/dev/null"])
         assert done.returncode == 0

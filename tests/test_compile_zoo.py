@@ -155,22 +155,30 @@ def test_frontend_errors_name_the_file_and_the_cause(tmp_path, model, cause):
     assert "\n" not in str(err.value).strip()
 
 
-# outputs of each zoo model's reductions (rows): one thread each before the split strategy
+# outputs of each zoo model's reductions (rows)
 REDUCTION_OUTPUTS = {"softmax": 512, "layernorm": 512, "reduce_mean": 64 * 128}
 
 
 @pytest.mark.parametrize("name", sorted(REDUCTION_OUTPUTS))
-def test_v0_reductions_are_split_over_many_threads_per_output(compiled, name):
-    """Each row reduction of v0 is split: a partial-reduction kernel with `split` threads per output
-    runs before the group's kernel, which merges the partials (ptxas and the host check are the
-    parametrized tests above, on the same v0)."""
+def test_v0_reductions_get_many_threads_per_output(compiled, name):
+    """A row reduction of v0 is a block reduction: one kernel, a block of 128 or more threads per output.
+    A reduction over a dim that is not innermost (reduce_mean) is split: a partial-reduction kernel with
+    `split` threads per output runs before the group's kernel, which merges the partials (ptxas and the
+    host check are the parametrized tests above, on the same v0)."""
     _, job, result = compiled[name]
+    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+    threads = [math.prod(launch.grid) * math.prod(launch.block) for launch in config.launches]
+    schedules = {s.op_index: s for s in initial_params(str(job)).ops}
+    blocks = [i for i, op in enumerate(result.kernel_ops) if schedules[op].block_reduction]
     splits = [int(f) for f in re.findall(r"split_factor = (\d+)", (job / "v0" / "transform.mlir").read_text())]
     # a split group's anchor has two launches: the partial reduction, then the merge
     partials = [i for i, op in enumerate(result.kernel_ops) if result.kernel_ops[i + 1:i + 2] == [op]]
-    assert splits and len(partials) == len(splits), "v0 of a row reduction uses the split strategy"
-    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
-    threads = [math.prod(launch.grid) * math.prod(launch.block) for launch in config.launches]
+    assert bool(blocks) != bool(splits), "each reduction uses one strategy"
+    for i in blocks:
+        assert config.launches[i].grid[0] * config.launches[i].grid[1] == REDUCTION_OUTPUTS[name]
+        # (a fused producer's thread mapping may ask for more threads than the reduction)
+        assert math.prod(config.launches[i].block) >= schedules[result.kernel_ops[i]].block_reduction >= 128
+    assert len(partials) == len(splits) and (name == "reduce_mean") == bool(splits)
     for partial, split in zip(partials, splits):
         assert threads[partial] == REDUCTION_OUTPUTS[name] * split >= 16 * REDUCTION_OUTPUTS[name]
 

@@ -65,9 +65,13 @@ def test_batch_spreads_over_workers_and_survives_a_malformed_model(farm):
     assert "get_inputs" in (Path(broken.job_dir) / "final_report.md").read_text()
     for job in jobs.values():
         _assert_complete(job)
-        assert len(job.iterations) >= 2  # the advisor loop iterated on the double's metrics
+        # the advisor loop iterated on the double's metrics (rowsum's v0 block reduction, 4 elements per
+        # thread, may have no route left: it then stops at v0 with that reason)
+        assert len(job.iterations) >= 2 or job.model.name == "rowsum" and job.stop_reason
         assert "TEST DOUBLE" in (Path(job.job_dir) / "final_report.md").read_text()
-        assert (Path(job.job_dir) / "v1" / "hypothesis.txt").read_text() == job.iterations[1].hypothesis_text.rstrip() + "\n"
+        if len(job.iterations) >= 2:
+            v1 = (Path(job.job_dir) / "v1" / "hypothesis.txt").read_text()
+            assert v1 == job.iterations[1].hypothesis_text.rstrip() + "\n"
     compile_workers = {it.compile_worker for j in jobs.values() for it in j.iterations}
     compile_workers |= {j.frontend_worker for j in jobs.values()}
     assert len(compile_workers) >= 2, compile_workers  # compile work spread over both compile workers

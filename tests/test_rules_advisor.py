@@ -301,9 +301,19 @@ def test_parallel_reduction_splits_a_row_reduction_then_splits_it_finer():
     row_sum = OpInfo(2, "linalg.generic", "reduction", [512, 4096], ["parallel", "reduction"], "f32")
     schedule = OpSchedule(2, "reduction", [256, 0], [1, 0])
     assert "parallel_reduction" in load().route("latency", "reduction")
-    first = GENERATORS["split_reduction"](schedule, row_sum, True)
+    first = GENERATORS["more_reduction_threads"](schedule, row_sum, True)
     assert (first.field, first.value) == ("split_reduction", 64)
     schedule.split_reduction = 64
-    assert GENERATORS["split_reduction"](schedule, row_sum, True).value == 128
+    assert GENERATORS["more_reduction_threads"](schedule, row_sum, True).value == 128
     elementwise = OpInfo(3, "linalg.generic", "elementwise", [64, 128], ["parallel", "parallel"], "f32")
-    assert GENERATORS["split_reduction"](OpSchedule(3, "reduction", [4, 64], [1, 1]), elementwise, True) is None
+    assert GENERATORS["more_reduction_threads"](OpSchedule(3, "reduction", [4, 64], [1, 1]), elementwise, True) is None
+
+
+def test_parallel_reduction_doubles_the_threads_of_a_block_reduction():
+    """v0's row reductions are block reductions: more threads per row, while each reduces 4 or more."""
+    row_sum = OpInfo(2, "linalg.generic", "reduction", [512, 4096], ["parallel", "reduction"], "f32")
+    schedule = OpSchedule(2, "reduction", [1, 0], [0, 0], block_reduction=256, vectorize=True)
+    edit = GENERATORS["more_reduction_threads"](schedule, row_sum, True)
+    assert (edit.field, edit.value) == ("block_reduction", 512)
+    schedule.block_reduction = 1024
+    assert GENERATORS["more_reduction_threads"](schedule, row_sum, True) is None  # at most 1024 threads

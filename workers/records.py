@@ -28,6 +28,10 @@ ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i
 # matmul-like kernels starts there, and the advisor's reduction_tiling proposes it.
 V0_REDUCTION_TILE = 8
 
+# A kernel maps at most this many loops to blocks (grid x, y, z): the compile stage's mapping of more
+# loops through linear block ids computed wrong results on the H200 (benchmarks/results/loop_h200.md).
+MAX_GRID_DIMS = 3
+
 
 # ---------------------------------------------------------------------------------------------
 # Frontend: what the model is made of.

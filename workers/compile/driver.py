@@ -84,6 +84,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.apply_transform(module, mlir.parse(transform_text, "transform.mlir"))
         mlir.run_pipeline(module, pipeline.post_schedule)
         mlir.run_on_contracting_kernels(module, pipeline.tensor_cores)
+        mlir.sync_after_block_loops(module)
         write_text(os.path.join(vdir, "gpu.mlir"), str(module))
         result.stage = "host-check"
         launches = LaunchSequence(module, info).read()

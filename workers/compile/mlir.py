@@ -128,6 +128,39 @@ def workgroup_allocs_to_shared(module: ir.Module) -> None:
         alloc.erase()
 
 
+WORKGROUP_WRITES = ("vector.store", "vector.transfer_write", "memref.store")
+
+
+def _writes_workgroup_memory(op) -> bool:
+    if op.name not in WORKGROUP_WRITES:
+        return False
+    target = op.operands[1]  # the memref written (after the value stored)
+    return target.type.typeid == ir.MemRefType.static_typeid and \
+        str(ir.MemRefType(target.type).memory_space) == WORKGROUP
+
+
+def sync_after_block_loops(module: ir.Module) -> None:
+    """A barrier after what a block-wide loop (one with a gpu.barrier inside, e.g. a tensor-core K loop
+    over operand tiles staged in shared memory) leaves to write to shared memory after it: the warps'
+    accumulators that hoisting moved out of the loop, which the epilogue's threads read next. The thread
+    mapping put its barrier inside the loop, before them."""
+    for loop in _kernel_ops(module, "scf.for"):
+        if not _ops_named(loop, "gpu.barrier", first_only=True):
+            continue
+        ops = [op.operation for op in loop.operation.block.operations]
+        last_write, synced = None, False
+        for op in ops[ops.index(loop.operation) + 1:]:
+            if op.name == "gpu.barrier" or op.regions:
+                synced = op.name == "gpu.barrier"
+                break
+            if _writes_workgroup_memory(op):
+                last_write = op
+        if last_write is not None and not synced:
+            with ir.InsertionPoint(last_write), last_write.location:
+                barrier = gpu_dialect.BarrierOp()
+            barrier.operation.move_after(last_write)
+
+
 def scratch_to_stack(module: ir.Module) -> None:
     """A memref.alloc inside a kernel is per-thread scratch (e.g. a fused producer's tile); as an
     alloca it lives in registers/local memory instead of calling device malloc. Run it after

@@ -32,8 +32,8 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
 from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
                                         plan_mma)
-from workers.records import (ELEMENT_BYTES, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams,
-                             default_split_factor, img2col_aligned, img2col_alignments,
+from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit,
+                             ScheduleParams, default_split_factor, img2col_aligned, img2col_alignments,
                              img2col_op as records_img2col_op, reduction_extents)
 
 MAX_THREADS = 1024
@@ -97,6 +97,21 @@ def partial_reduction_op(op: OpInfo, split: int) -> OpInfo:
     iterators = op.iterator_types[:r] + ["reduction", "parallel"] + op.iterator_types[r + 1:]
     return OpInfo(index=op.index, name=op.name, family="reduction", loop_ranges=ranges, iterator_types=iterators,
                   dtype=op.dtype, flops=op.flops)
+
+
+# v0 lowers a conv through img2col where it has a window (not 1x1) and its img2col matmul gets the
+# register-tiled template (more than one output per thread); other convs keep the direct schedule. The
+# ResNet 3x3 conv runs 3.8x faster so; small_cnn's convs (3 and 16 input channels) are faster direct
+# (benchmarks/results/perf_targets_h200.md run 4)
+IMG2COL_MIN_WINDOW = 2
+
+
+def wants_img2col(op: OpInfo) -> bool:
+    if op.name not in IMG2COL_CONVS or len(op.loop_ranges) != 7:
+        return False
+    r = op.loop_ranges
+    window = r[5] * r[6] if op.name == "linalg.conv_2d_nchw_fchw" else r[4] * r[5]
+    return window >= IMG2COL_MIN_WINDOW and max(img2col_schedule(op).thread_tile) > 1
 
 
 def img2col_op(op: OpInfo) -> OpInfo:
@@ -171,7 +186,7 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
         split_anchor = schedule is not None and schedule.split_reduction and "reduction" in f.info.iterator_types
         if (schedule is None or schedule.fuse_producers) and not split_anchor:
             for p, identity in zip(f.operand_producers, f.input_maps_identity):
-                if p is not None and identity and facts[p].info.family != "fill" and not _img2col_anchor(p, by_index) \
+                if p is not None and identity and facts[p].info.family != "fill" and not _img2col_anchor(p, facts, by_index) \
                         and (facts[p].single_use and p not in fused or p in shared):
                     producer = p
                     break
@@ -183,12 +198,11 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
     return list(reversed(groups))
 
 
-def _img2col_anchor(i: int, by_index: dict[int, OpSchedule]) -> bool:
-    """A conv lowered through img2col by its schedule is a kernel's anchor: its result leaves the img2col
-    matmul through a reshape that producer fusion cannot cross. (v0 keeps every conv direct: the img2col
-    kernels computed wrong results on the H200, benchmarks/results/perf_targets_h200.md run 3.)"""
+def _img2col_anchor(i: int, facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> bool:
+    """A conv lowered through img2col (by its schedule, or by v0 where it has none) is a kernel's anchor:
+    its result leaves the img2col matmul through a reshape that producer fusion cannot cross."""
     s = by_index.get(i)
-    return bool(s is not None and s.img2col)
+    return s.img2col if s is not None else wants_img2col(facts[i].info)
 
 
 def recomputed_producers(facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> set[int]:
@@ -227,6 +241,8 @@ def group_family(group: Group, facts: list[LinalgOpFacts]) -> str:
 
 def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule:
     family = group_family(g, facts)
+    if g.producer is None and wants_img2col(facts[g.anchor].info):
+        return img2col_schedule(facts[g.anchor].info)
     schedule = default_op_schedule(facts[g.anchor].info, family)
     member = _reduction_member(g, facts)
     if member is not None and _wants_split(facts[member].info):
@@ -312,9 +328,12 @@ def precision_of(facts: list[LinalgOpFacts]) -> str:
     return next((p for p in ("f16", "bf16") if p in dtypes), "fp32")
 
 
-def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: bool = False) -> ScheduleParams:
+def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: bool = False,
+                       reductions: str = "block") -> ScheduleParams:
     """v0: each kernel's operator-aware template. `tf32`: the model's fp32 may be computed in TF32 (its
-    tolerance; f32 matmuls then run on tensor cores)."""
+    tolerance; f32 matmuls then run on tensor cores). `reductions`: how row reductions get many threads
+    per output: "block" (one kernel, a block per output: 1.0-2.8x over the split on the H200) or "split"
+    (a partial and a merge kernel)."""
     precision = precision_of(facts)
     precision = "tf32" if tf32 and precision == "fp32" else precision
     params = ScheduleParams(ops=[default_group_schedule(g, facts, precision) for g in plan_groups(facts, None)],
@@ -324,7 +343,7 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
     params.ops += [default_group_schedule(g, facts, precision) for g in plan_groups(facts, params)
                    if g.anchor not in planned]
     params.ops.sort(key=lambda s: s.op_index)
-    return params
+    return with_block_reductions(params, facts) if reductions == "block" else params
 
 
 def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
@@ -393,6 +412,9 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
         _check_split(schedule, g, facts)
     if schedule.block_reduction:
         return _check_block_reduction(schedule, g, facts)
+    if sum(1 for b in schedule.block_tile if b) > MAX_GRID_DIMS:
+        raise ScheduleError(f"op {op.index}: block_tile {schedule.block_tile} maps more than {MAX_GRID_DIMS} loops "
+                            "to blocks (0 leaves a loop whole inside each block)")
     for d, (b, t) in enumerate(zip(schedule.block_tile, schedule.thread_tile)):
         if op.iterator_types[d] == "reduction" and (b or t):
             raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
@@ -494,8 +516,10 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) ->
 
 
 def block_reduction_threads(extent: int) -> int:
-    """Threads per output of a v0 block reduction: up to 256, each reducing at least 4 elements."""
-    return _largest_divisor_at_most(extent, max(min(extent // 4, 256), 1))
+    """Threads per output of a v0 block reduction: about extent / 16, within 128..512, each reducing at
+    least 4 elements (the fastest measured on the H200: 128 for rows of 1024, 256 for 4096, 512 for 8192;
+    benchmarks/results/schedule_sweep_h200.md, perf_targets_h200.md)."""
+    return _largest_divisor_at_most(extent, max(min(max(extent // 16, 128), 512, extent // 4), 1))
 
 
 def _block_dims(schedule: OpSchedule, op: OpInfo) -> list[int]:
