@@ -32,29 +32,35 @@ class Variant:
     block_reductions: int = 0  # threads per row; 0: no conversion
 
 
+# v0 of an f16 matmul: 128x64 blocks of two 64x64 warps, A/B staged in shared memory per K step of 32
 MMA_VARIANTS = [
-    Variant("staged K32", "matmul", {"promote_shared": True, "reduction_tile": 32}),
-    Variant("staged K16", "matmul", {"promote_shared": True, "reduction_tile": 16}),
-    Variant("staged K32, 8 warps of 32x32", "matmul", {"promote_shared": True, "reduction_tile": 32,
-                                                       "thread_tile": [32, 32]}),
-    Variant("staged K32, 64x64 block", "matmul", {"promote_shared": True, "reduction_tile": 32,
-                                                  "block_tile": [64, 64], "thread_tile": [32, 32]}),
-    Variant("K32", "matmul", {"reduction_tile": 32}),
-    Variant("64x64 block, K64", "matmul", {"block_tile": [64, 64], "thread_tile": [32, 32]}),
+    Variant("unstaged, K64", "matmul", {"promote_shared": False, "reduction_tile": 64}),
+    Variant("K16", "matmul", {"reduction_tile": 16}),
+    Variant("4 warps of 64x32", "matmul", {"thread_tile": [64, 32]}),
+    Variant("64x64 block, 4 warps of 32x32", "matmul", {"block_tile": [64, 64], "thread_tile": [32, 32]}),
 ]
+# v0 of an f32 matmul in TF32: 128x64 blocks of four 64x32 warps, K steps of 16
 TF32_VARIANTS = [
-    Variant("staged K16", "matmul", {"promote_shared": True, "reduction_tile": 16}),
-    Variant("staged K32", "matmul", {"promote_shared": True, "reduction_tile": 32}),
+    Variant("unstaged, K64", "matmul", {"promote_shared": False, "reduction_tile": 64}),
     Variant("K32", "matmul", {"reduction_tile": 32}),
+    Variant("2 warps of 64x64", "matmul", {"thread_tile": [64, 64]}),
+]
+# v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 8
+SIMT_VARIANTS = [
+    Variant("8x8 per thread, 128x128 block", "matmul", {"block_tile": [128, 128], "thread_tile": [8, 8]}),
+    Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
+    Variant("4x8 per thread, 64x128 block", "matmul", {"block_tile": [64, 128], "thread_tile": [4, 8]}),
+    Variant("K16", "matmul", {"reduction_tile": 16}),
+    Variant("K4", "matmul", {"reduction_tile": 4}),
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n) for n in (128, 256, 512, 1024)]
 # the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 56 pixels x 64 channels per
-# block, 4x4 per thread, K steps of 9
+# block, 8 channels x 4 pixels per thread, K steps of 9
 IMG2COL_VARIANTS = [
+    Variant("4x4 per thread", "matmul", {"thread_tile": [0, 4, 4, 0]}),
+    Variant("8x8 per thread", "matmul", {"thread_tile": [0, 8, 8, 0]}),
+    Variant("16x4 per thread", "matmul", {"thread_tile": [0, 16, 4, 0]}),
     Variant("K18", "matmul", {"reduction_tile": 18}),
-    Variant("112 pixels per block", "matmul", {"block_tile": [1, 0, 112, 0]}),
-    Variant("8x4 per thread", "matmul", {"thread_tile": [0, 8, 4, 0]}),
-    Variant("4x8 per thread", "matmul", {"thread_tile": [0, 4, 8, 0]}),
 ]
 
 
@@ -70,6 +76,8 @@ SWEEPS = {
     "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),
     "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
+    "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS),
+    "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", SIMT_VARIANTS),
     "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),
     "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),
     "layernorm": Sweep(ZOO / "layernorm.py", REDUCTION_VARIANTS),

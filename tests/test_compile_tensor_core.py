@@ -1,7 +1,8 @@
 """Tensor cores from the schedule: an f16 matmul compiles to mma.sync that ptxas accepts, and a
 tensor_core schedule the kernel cannot take fails at the schedule stage with the reason.
 
-v0 of an f16 matmul kernel uses tensor cores (128x64 blocks of four 64x32 warps, K step 64), also
+v0 of an f16 matmul kernel uses tensor cores (128x64 blocks of four 64x32 warps, A and B tiles of
+K steps of 32 staged in shared memory), also
 where the epilogue is only the f32->f16 cast (a @ b in f16, benchmarks/models/matmul4096_f16.py): the
 epilogue works on rows of 1-D vectors, which convert-vector-to-gpu leaves alone (a 2-D chain of one
 truncf it took for MMA fragments and failed on: "unhandled vector to mma type: arith.truncf").
@@ -9,6 +10,7 @@ Each warp's mma accumulators stay in registers across the K loop. An f32 matmul 
 (as TF32, mma.sync m16n8k8) only in a job whose precision is tf32."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,14 +18,12 @@ from pathlib import Path
 import pytest
 from conftest import lower_zoo
 
-import re
-
 from workers.compile import apply_edit, compile_iteration, initial_params
+from workers.compile.tensor_core import padded_columns
 from workers.frontend import lower_model
 from workers.records import LaunchConfig, ScheduleEdit
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
-
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,8 @@ def mma_params(job: Path, block_tile=(64, 64), thread_tile=(32, 32), reduction_t
 def test_v0_of_an_f16_matmul_is_on_tensor_cores(jobs):
     job = jobs / "matmul_f16"
     (s,) = initial_params(str(job)).ops
-    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile) == ("mma_sync", [128, 64], [64, 32], 64)
+    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile, s.promote_shared) == \
+        ("mma_sync", [128, 64], [64, 64], 32, True)
     assert initial_params(str(jobs / "elementwise_chain")).ops[0].tensor_core == "none"
 
 
@@ -62,8 +63,8 @@ def test_a_thread_tile_that_is_no_warp_tile_gets_one(jobs):
     params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "thread_tile", [4, 4]))
     result = compile_iteration(str(job), 3, params)
     assert result.ok, result.error
-    # a 32x32 warp tile is 2x4 mma tiles, four times per 64-wide K step
-    assert (job / "v3" / "kernels.ptx").read_text().count("mma.sync.aligned.m16n8k16") == 32
+    # a 32x32 warp tile is 2x4 mma tiles, twice per 32-wide K step
+    assert (job / "v3" / "kernels.ptx").read_text().count("mma.sync.aligned.m16n8k16") == 16
     (launch,) = LaunchConfig.from_json((job / "v3" / "config.json").read_text()).launches
     assert launch.block == [256, 1, 1]
 
@@ -75,17 +76,19 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     result = compile_iteration(str(job), 0, initial_params(str(job)))
     assert result.ok, result.error
     ptx = (job / "v0" / "kernels.ptx").read_text()
+    # a 64x64 warp tile is 4x8 mma tiles, twice per 32-wide K step
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 64
     assert ".shared .align 64 .b8 __farm_shared_0[32768]" in ptx, "the 128x64 f32 accumulator tile"
-    # a 64x32 warp tile: 4x4 fragments of 16x8 f32 that the K loop carries (none re-read from shared memory)
-    assert k_loop_accumulators(job / "v0") == ["vector<2x2xf32>"] * 16
+    assert "ldmatrix.sync.aligned" in ptx, "A and B fragments from the staged tiles"
+    # the 4x8 fragments of 16x8 f32 that the K loop carries (none re-read from shared memory)
+    assert k_loop_accumulators(job / "v0") == ["vector<2x2xf32>"] * 32
     # the epilogue: each thread casts rows of 4 accumulators and stores 4 halves at once
     assert "st.global.v2.b32" in ptx and "st.global.b16" not in ptx
     if shutil.which("ptxas"):
         done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v0" / "kernels.ptx"), "-o", "/dev/null"])
         assert done.returncode == 0
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
-    assert (launch.grid, launch.block) == ([64, 32, 1], [128, 1, 1])
+    assert (launch.grid, launch.block) == ([64, 32, 1], [64, 1, 1])
 
 
 def test_f16_matmul_runs_on_tensor_cores(jobs):
@@ -118,12 +121,15 @@ def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
     """promote_shared: per K step the block copies its 128x32 A and 32x64 B tiles into shared memory
     (128-bit global loads), the warps read their mma fragments from there with ldmatrix."""
     job = jobs / "matmul_f16"
-    # with v0's 64-wide K steps, A, B and the accumulator would not fit 48 KB: K steps of 32
-    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "reduction_tile", 32))
-    result = compile_iteration(str(job), 4, apply_edit(params, ScheduleEdit(2, "promote_shared", True)))
+    params = initial_params(str(job))
+    # from an unstaged schedule of four 64x32 warps, the edit under test
+    for field, value in [("promote_shared", False), ("thread_tile", [64, 32]), ("promote_shared", True)]:
+        params = apply_edit(params, ScheduleEdit(2, field, value))
+    result = compile_iteration(str(job), 4, params)
     assert result.ok, result.error
     ptx = (job / "v4" / "kernels.ptx").read_text()
-    for shared in ("__farm_shared_0[32768]", "__farm_shared_1[8192]", "__farm_shared_2[4096]"):
+    # A's rows of 32 f16 padded to 40, B's of 64 to 72: ldmatrix's 8 rows in 8 different bank groups
+    for shared in ("__farm_shared_0[32768]", "__farm_shared_1[10240]", "__farm_shared_2[4608]"):
         assert f".shared .align 64 .b8 {shared};" in ptx, "accumulator, A and B tiles"
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
     assert "ldmatrix.sync.aligned" in ptx and ptx.count("ld.global.v4") == 6  # (128x32 + 32x64) / 128 threads
@@ -135,6 +141,15 @@ def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
     if shutil.which("ptxas"):
         done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v4" / "kernels.ptx"), "-o", "/dev/null"])
         assert done.returncode == 0
+
+
+@pytest.mark.parametrize("columns, element_bytes, padded", [
+    (32, 2, 40), (64, 2, 72), (40, 2, 40), (16, 4, 20), (64, 4, 68), (4, 2, 4)])
+def test_staged_rows_are_an_odd_number_of_16_byte_chunks_apart(columns, element_bytes, padded):
+    assert padded_columns(columns, element_bytes) == padded
+    stride = padded * element_bytes
+    if stride % 16 == 0:  # the 16-byte rows that one ldmatrix reads start in 8 different bank groups
+        assert len({i * stride % 128 for i in range(8)}) == 8
 
 
 @pytest.mark.parametrize("job, field, value, reason", [
@@ -165,8 +180,9 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
     result = compile_iteration(str(job), 5, params)
     assert result.ok, result.error
     ptx = (job / "v5" / "kernels.ptx").read_text()
-    # a 64x32 warp tile is 4x4 mma tiles, eight times per 64-wide K step
-    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 128
+    # a 64x32 warp tile is 4x4 mma tiles, twice per 16-wide K step staged in shared memory
+    assert params.ops[0].promote_shared and params.ops[0].reduction_tile == 16
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 32
     assert k_loop_accumulators(job / "v5") == ["vector<2x2xf32>"] * 16
     config = LaunchConfig.from_json((job / "v5" / "config.json").read_text())
     assert (config.precision, config.atol) == ("tf32", 5e-3)

@@ -12,6 +12,7 @@ from workers.compile.analysis import analyze
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import ScheduleError, emit_transform, initial_params_for
+from workers.compile.tensor_core import padded_columns
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
 
@@ -84,6 +85,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.apply_transform(module, mlir.parse(transform_text, "transform.mlir"))
         mlir.run_pipeline(module, pipeline.post_schedule)
         mlir.run_on_contracting_kernels(module, pipeline.tensor_cores)
+        mlir.pad_staged_tiles(module, padded_columns)
         mlir.sync_after_block_loops(module)
         write_text(os.path.join(vdir, "gpu.mlir"), str(module))
         result.stage = "host-check"

@@ -6,7 +6,7 @@ model_linalg.mlir on goes through the upstream bindings shipped in numba-cuda-ml
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401  (re-exported)
 from numba_cuda_mlir._mlir.dialects import gpu as gpu_dialect
@@ -125,6 +125,47 @@ def workgroup_allocs_to_shared(module: ir.Module) -> None:
         with ir.InsertionPoint(alloc), alloc.location:
             shared = memref_dialect.GetGlobalOp(memref_type, name)
         alloc.results[0].replace_all_uses_with(shared.result)
+        alloc.erase()
+
+
+# ops that take a shared tile through indices alone (no result type derived from its layout), so
+# the tile may become a strided view of a wider buffer
+INDEXED_ACCESSES = ("memref.load", "memref.store", "vector.load", "vector.store", "vector.transfer_read",
+                    "vector.transfer_write", "nvgpu.ldmatrix")
+
+
+def _inside_loop(op) -> bool:
+    while op.name != "gpu.func":
+        if op.name == "scf.for":
+            return True
+        op = op.parent
+    return False
+
+
+def pad_staged_tiles(module: ir.Module, padded_columns: Callable[[int, int], int]) -> None:
+    """Widen the rows of the operand tiles that a kernel stages in shared memory per K step (2-D
+    workgroup allocations inside a loop) to `padded_columns(columns, element_bytes)`, the tile
+    becoming a view of the first columns: the warps' fragment reads (ldmatrix: 8 rows of 16 bytes) of
+    rows that are a multiple of 128 bytes apart fall in the same banks and are serialized. Run it
+    after `fold-memref-alias-ops` (no subviews of the tile left)."""
+    for alloc in _kernel_ops(module, "memref.alloc"):
+        old = ir.MemRefType(alloc.results[0].type)
+        if not (_in_workgroup_memory(alloc) and old.rank == 2 and _inside_loop(alloc.parent)):
+            continue
+        if any(use.owner.name not in INDEXED_ACCESSES for use in alloc.results[0].uses):
+            continue
+        rows, columns = old.shape
+        width = padded_columns(columns, old.element_type.width // 8)
+        if width == columns:
+            continue
+        with ir.InsertionPoint(alloc), alloc.location:
+            wide = memref_dialect.AllocOp(ir.MemRefType.get([rows, width], old.element_type, memory_space=old.memory_space),
+                                          [], [], alignment=alloc.attributes["alignment"] if "alignment" in alloc.attributes else None)
+            view = memref_dialect.SubViewOp(
+                ir.MemRefType.get([rows, columns], old.element_type, ir.StridedLayoutAttr.get(0, [width, 1]),
+                                  memory_space=old.memory_space),
+                wide.result, [], [], [], [0, 0], [rows, columns], [1, 1])
+        alloc.results[0].replace_all_uses_with(view.result)
         alloc.erase()
 
 

@@ -27,7 +27,8 @@ PREPARE_STEPS = [
 ]
 
 
-TENSOR_CORE_PASSES = "gpu.func(convert-vector-to-gpu{use-nvgpu=true},canonicalize)"
+# subviews folded into the accesses: the staged operand tiles are then padded (mlir.pad_staged_tiles)
+TENSOR_CORE_PASSES = "gpu.func(convert-vector-to-gpu{use-nvgpu=true},fold-memref-alias-ops,canonicalize)"
 
 
 @dataclass

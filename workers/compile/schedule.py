@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
-from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
+from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator, emit_staged_copies,
                                         plan_mma)
 from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit,
                              ScheduleParams, default_split_factor, img2col_aligned, img2col_alignments,
@@ -265,41 +265,61 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
     return schedule
 
 
-# v0 tiles of an f16 matmul on tensor cores (block, warp, K step), tried in order until one fits the
-# shape; first: 128x64 blocks of four 64x32 warps stepping K by 64 (64 mma.sync per warp and K step),
-# the fastest measured on the H200 at 4096^3 (3791 us, 14% under K step 32;
-# benchmarks/results/perf_targets_h200.md run 3)
-V0_MMA_TILES = [((128, 64), (64, 32), 64), ((128, 64), (64, 32), 32), ((64, 64), (32, 32), 32), ((64, 64), (32, 32), 16),
-                ((32, 32), (16, 16), 16)]
+# v0 tensor-core tiles by operand type, the first that the kernel takes: (block tile, warp tile, K step,
+# A/B staged in shared memory). Measured fastest on the H200 (benchmarks/results/schedule_sweep_h200.md
+# run 3): f16 in two warps of 64x64 (1.25x over four of 64x32) with K steps of 32, TF32 with K steps of
+# 16; the unstaged tiles are for kernels that staging does not fit.
+_UNSTAGED_MMA_TILES = [((128, 64), (64, 32), 64, False), ((128, 64), (64, 32), 32, False),
+                       ((64, 64), (32, 32), 32, False), ((64, 64), (32, 32), 16, False), ((32, 32), (16, 16), 16, False)]
+V0_MMA_TILES = {"f16": [((128, 64), (64, 64), 32, True), ((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES],
+                "f32": [((128, 64), (64, 32), 16, True), *_UNSTAGED_MMA_TILES]}
 
 
 def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule | None:
     """The v0 schedule of an f16 x f16 matmul kernel (alone or fused into an elementwise consumer)
-    on mma.sync tensor cores, with the first V0_MMA_TILES entry that the kernel takes, and of an f32
-    one in precision tf32; None where tensor cores do not apply (other dtypes, ops, shapes)."""
+    on mma.sync tensor cores, with the first V0_MMA_TILES entry of its operand type that the kernel
+    takes, and of an f32 one in precision tf32; None where tensor cores do not apply (other dtypes,
+    ops, shapes)."""
     op = facts[g.anchor].info
+    matmul = facts[g.anchor] if op.name == "linalg.matmul" or g.producer is None else facts[g.producer]
+    operand = matmul.input_dtypes[0] if matmul.input_dtypes else ""
+    if operand == "f32" and precision != "tf32":
+        return None
     n = len(op.loop_ranges)
-    for block, warp, k_step in V0_MMA_TILES:
+    for block, warp, k_step, staged in V0_MMA_TILES.get(operand, []):
         tail = [0] * (n - 2)
         schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*block, *tail],
-                              thread_tile=[*warp, *tail], reduction_tile=k_step, tensor_core="mma_sync")
+                              thread_tile=[*warp, *tail], reduction_tile=k_step, tensor_core="mma_sync",
+                              promote_shared=staged)
         try:
-            plan = plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
+            plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
         except ValueError:
             continue
-        return schedule if plan.operand != "f32" or precision == "tf32" else None
+        return schedule
     return None
+
+
+# output channels per thread of an img2col matmul: each gathered input element feeds 8 of them (8x4 per
+# thread was 1.48x over 4x4 on the H200, benchmarks/results/schedule_sweep_h200.md run 2)
+IMG2COL_CHANNELS_PER_THREAD = 8
 
 
 def img2col_schedule(conv: OpInfo) -> OpSchedule:
     """A conv's schedule through img2col: the v0 matmul template on its img2col matmul (64x64 block
-    tile, 4x4 per thread, the reduction loop tiled by about 8 and the thread's tile vectorized), with
-    the pixel and reduction tiles moved to the nearest ones aligned to the gather's index arithmetic
-    (img2col_alignments), e.g. 56-pixel blocks of a 56-wide image and K steps of 9 for a 3x3 kernel."""
+    tile, 8 output channels x 4 pixels per thread, the reduction loop tiled by about 8 and the thread's
+    tile vectorized), with the pixel and reduction tiles moved to the nearest ones aligned to the
+    gather's index arithmetic (img2col_alignments), e.g. 56-pixel blocks of a 56-wide image and K steps
+    of 9 for a 3x3 kernel."""
     op = img2col_op(conv)
     schedule = default_op_schedule(op, "matmul")
     schedule.img2col = True
-    for d, extents in img2col_alignments(conv).items():
+    alignments = img2col_alignments(conv)
+    channel = next(d for d in range(1, len(op.loop_ranges))
+                   if op.iterator_types[d] == "parallel" and d not in alignments)
+    if schedule.thread_tile[channel] and \
+            (schedule.block_tile[channel] or op.loop_ranges[channel]) % IMG2COL_CHANNELS_PER_THREAD == 0:
+        schedule.thread_tile[channel] = IMG2COL_CHANNELS_PER_THREAD
+    for d, extents in alignments.items():
         thread = schedule.thread_tile[d]
         if op.iterator_types[d] == "reduction":
             if any(schedule.thread_tile):
@@ -627,6 +647,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         lines += [
             f'    %kernel{k} = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {k} : i64}} '
             f"in %bufferized : ({ANY}) -> {ANY}",
+            *(emit_staged_copies(k) if k in tensor_cores and schedules[kernel.anchor].promote_shared else []),
             f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} {{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
             f"    {f'%mapped{k} = ' if k in tensor_cores else ''}transform.gpu.map_nested_forall_to_threads %launch{k} "
             f"block_dims = {_ints(kernel.block)} : ({ANY}) -> {ANY}",

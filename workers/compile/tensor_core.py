@@ -121,7 +121,9 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     if shared > STATIC_SHARED_BYTES:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
                          f"{shared} bytes of shared memory, over {STATIC_SHARED_BYTES}")
-    staged = (block[0] + block[1]) * k_step * ELEMENT_BYTES[operand] if s.promote_shared else 0
+    row = ELEMENT_BYTES[operand]
+    staged = (block[0] * padded_columns(k_step, row) + k_step * padded_columns(block[1], row)) * row \
+        if s.promote_shared else 0
     if shared + staged > STATIC_SHARED_BYTES:
         raise ValueError(f"promote_shared: the A and B tiles of a K step ({staged} bytes) and the accumulator "
                          f"tile ({shared} bytes) need more shared memory than {STATIC_SHARED_BYTES} bytes")
@@ -199,6 +201,17 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
 
 
 LOAD_BYTES = 16  # one 128-bit global load when staging operand tiles
+BANK_LINE_BYTES = 128  # shared memory: 32 banks of 4 bytes
+
+
+def padded_columns(columns: int, element_bytes: int) -> int:
+    """Row length (elements) of a staged operand tile in shared memory: rows an odd number of 16-byte
+    chunks apart, so that the 8 rows of 16 bytes that one ldmatrix (or a warp's fragment loads) reads
+    lie in 8 different bank groups (mlir.pad_staged_tiles widens the tiles to it)."""
+    row = columns * element_bytes
+    if row % LOAD_BYTES or (row // LOAD_BYTES) % 2:
+        return columns
+    return columns + LOAD_BYTES // element_bytes
 
 
 def copy_tile(shape: tuple[int, int], threads: int, element_bytes: int) -> tuple[int, int]:
@@ -235,7 +248,6 @@ def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
             f"[{rows}, {cols}] (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
             f"    %{k}_cr{i}, %{k}_crows{i} = transform.structured.tile_using_for %{k}_ct{i} tile_sizes [1, 0] "
             f": ({ANY}) -> ({ANY}, {ANY})",
-            f"    transform.structured.vectorize %{k}_cr{i} : {ANY}",
         ]
     out += [
         f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall %{k}_pd num_threads "
@@ -243,6 +255,17 @@ def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
         f"    transform.structured.vectorize %{k}_w : {ANY}",
     ]
     return out
+
+
+def emit_staged_copies(kernel: int) -> list[str]:
+    """After bufferization: the rows of a staged K step's operand copies become 128-bit vector
+    transfers. On tensors, a vectorized copy folds back into a slice insertion, which bufferizes to a
+    scalar memref.copy."""
+    return [
+        f'    %tc{kernel}_copies = transform.structured.match ops{{["linalg.copy"]}} in %kernel{kernel} '
+        f": ({ANY}) -> {ANY}",
+        f"    transform.structured.vectorize %tc{kernel}_copies : {ANY}",
+    ]
 
 
 def emit_shared_accumulator(kernel: int) -> list[str]:
