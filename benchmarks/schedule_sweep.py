@@ -5,8 +5,9 @@ Two steps, as with perf_targets.py (the GPU node cannot lower models):
     .venv/bin/python benchmarks/schedule_sweep.py compile OUT [SWEEP...]   # CPU: v0 + one vN per variant
     python3 benchmarks/schedule_sweep.py measure OUT [--record FILE]       # GPU node: every vN of every job
 
-A variant is a set of OpSchedule fields given to every op of one family in v0's schedule, or
-`block_reductions` (every split row reduction as a one-kernel block reduction of N threads per row).
+A variant is a set of OpSchedule fields given to every op of one family in the v0 schedule of its
+`reductions` mode (initial_params_for: "rows", v0 itself, or "block": a kernel per row reduction), and
+`block_reductions`: every block reduction with N threads per row.
 The table shows each variant's median time as a ratio to v0 of the same job, measured in the same run.
 """
 from __future__ import annotations
@@ -29,7 +30,8 @@ class Variant:
     name: str
     family: str = ""  # ops of this family get `fields`
     fields: dict = field(default_factory=dict)
-    block_reductions: int = 0  # threads per row; 0: no conversion
+    block_reductions: int = 0  # threads per row; 0: as the template has them
+    reductions: str = "rows"  # the v0 template's mode of row reductions (schedule.initial_params_for)
 
 
 # v0 of an f16 matmul: 128x64 blocks of two 64x64 warps, A/B staged in shared memory per K step of 32
@@ -53,7 +55,14 @@ SIMT_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
     Variant("K4", "matmul", {"reduction_tile": 4}),
 ]
-REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n) for n in (128, 256, 512, 1024)]
+REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
+                      for n in (128, 256, 512, 1024)]
+# v0 of softmax and layernorm: one row kernel of 512 threads per row of 8192
+ROW_VARIANTS = [
+    Variant("a kernel per reduction", reductions="block"),
+    Variant("256 threads per row", "reduction", {"row_kernel": 256}),
+    Variant("1024 threads per row", "reduction", {"row_kernel": 1024}),
+]
 # the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 56 pixels x 64 channels per
 # block, 8 channels x 4 pixels per thread, K steps of 9
 IMG2COL_VARIANTS = [
@@ -72,6 +81,8 @@ class Sweep:
 
 
 SWEEPS = {
+    "softmax_large": Sweep(MODELS / "softmax_large.py", ROW_VARIANTS),
+    "layernorm_large": Sweep(MODELS / "layernorm_large.py", ROW_VARIANTS),
     "matmul4096_f16": Sweep(MODELS / "matmul4096_f16.py", MMA_VARIANTS),
     "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),
     "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),
@@ -86,20 +97,16 @@ SWEEPS = {
 
 
 def variant_params(job: str, variant: Variant, tf32: bool = False):
-    from workers.compile import initial_params
     from workers.compile.analysis import analyze
     from workers.compile.pipeline import default_pipeline
-    from workers.compile.schedule import with_block_reductions
+    from workers.compile.schedule import initial_params_for
     from workers.layout import LINALG_FILE
 
-    params = initial_params(job, tf32=tf32)
-    if variant.block_reductions:
-        facts = analyze(Path(job, LINALG_FILE).read_text(), default_pipeline(params.chip).pre_schedule)
-        params = with_block_reductions(params, facts)
-        for s in params.ops:
-            if s.block_reduction:
-                s.block_reduction = variant.block_reductions
+    facts = analyze(Path(job, LINALG_FILE).read_text(), default_pipeline("sm_90a").pre_schedule)
+    params = initial_params_for(facts, tf32=tf32, reductions=variant.reductions)
     for s in params.ops:
+        if s.block_reduction and variant.block_reductions:
+            s.block_reduction = variant.block_reductions
         if s.family == variant.family:
             for name, value in variant.fields.items():
                 # tiles keep the anchor's trailing loop entries (0: not tiled) past the ones given

@@ -12,7 +12,7 @@ from rules.guide import Guide, load
 from rules.kernels import kernel_op_indices
 from rules.outcome import is_infrastructure_failure
 from rules.records import AdviceRequest, Decision, Evidence, Hypothesis, IterationRecord
-from rules.routing import GENERATORS
+from rules.routing import edit_for
 from workers.records import KernelMetrics, OpSchedule, ScheduleEdit, img2col_op
 
 
@@ -176,7 +176,7 @@ def _route(request: AdviceRequest, guide: Guide, c: Classification, k: KernelMet
                                          f"that line is exhausted"))
             out.saturated = True
             continue
-        edit = GENERATORS[family.generator](schedule, op, has_reduction)
+        edit = edit_for(family.generator, schedule, op, has_reduction)
         if edit is None or _edit_key(edit) in blocked:
             continue
         out.hypothesis = Hypothesis(family=name, edit=edit, expected_effect=family.expected,

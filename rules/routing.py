@@ -67,6 +67,10 @@ def set_reduction_tile(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Schedu
 def more_reduction_threads(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """More threads per output of a reduction: twice the threads of a block reduction (while each keeps
     at least 4 elements), else split its loop (v0's factor), or split it twice as finely once it is split."""
+    if s.row_kernel:  # its reductions run over the row's columns, the anchor's last loop
+        threads, columns = s.row_kernel * 2, op.loop_ranges[-1]
+        fits = threads <= MAX_THREADS and columns % threads == 0 and columns // threads >= 4
+        return ScheduleEdit(s.op_index, "row_kernel", threads) if fits else None
     extents = reduction_extents(op)
     if len(extents) != 1:
         return None  # several reduction loops, or the reduction is a fused producer whose extent op lacks
@@ -114,6 +118,14 @@ def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEd
     return ScheduleEdit(s.op_index, "img2col", {"img2col": True, "family": t.family, "block_tile": t.block_tile,
                                                 "thread_tile": t.thread_tile, "reduction_tile": t.reduction_tile,
                                                 "vectorize": t.vectorize})
+
+
+def edit_for(generator: str, s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    """The edit of a hypothesis family's generator. A row kernel's shape is fixed (a block per row)
+    but for its threads per row: only more_reduction_threads applies to it."""
+    if s.row_kernel and generator != "more_reduction_threads":
+        return None
+    return GENERATORS[generator](s, op, has_reduction)
 
 
 GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]] = {

@@ -57,6 +57,13 @@ def split_compiled(tmp_path_factory):
                         ["softmax_large", "reduce_sum_large", "softmax", "reduce_mean"], "split")
 
 
+@pytest.fixture(scope="module")
+def row_compiled(tmp_path_factory):
+    """v0 with row pipelines (softmax, layernorm) in one kernel each."""
+    return _compile_all(tmp_path_factory.mktemp("memory_bound_rows"),
+                        ["softmax_large", "layernorm_large", "softmax", "reduce_sum_large"], "rows")
+
+
 def kernels_of(ptx: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"\.entry\s+(\w+)\((.*?)\n\}\n", ptx, re.S)}
 
@@ -233,3 +240,48 @@ def test_splits_whose_loops_fit_one_tile_compile(tmp_path, split, reduction_tile
     schedule.split_reduction, schedule.reduction_tile, schedule.vectorize = split, reduction_tile, bool(reduction_tile)
     result = compile_iteration(str(job), 1, params)
     assert result.ok, f"{result.stage}: {result.error}"
+
+
+# ---------------------------------------------------------------------------------------------
+# v0's row kernels: softmax and layernorm in one kernel, a block per row, every reduction over the
+# block's threads, the elementwise ops computed again where they are read
+
+
+@pytest.mark.parametrize("name, rows, threads, reductions", [("softmax_large", 8192, 512, 2),
+                                                             ("layernorm_large", 8192, 512, 3),
+                                                             ("softmax", 512, 256, 2)])
+def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, rows, threads, reductions):
+    """One launch, one block of `threads` per row; each reduction's partials and result in shared memory,
+    none in per-thread memory (.local: a result merged by one thread and read by all would be wrong
+    there); a barrier after each partial pass and each merge, one after the output pass; the output
+    written once, in 128-bit stores (16 or 8 columns per thread); no temporary the size of the input."""
+    result, config, bodies, params = row_compiled[name]
+    ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
+    assert schedule.row_kernel == threads and result.kernel_count == 1
+    (launch,) = config["launches"]
+    assert launch["grid"][0] * launch["grid"][1] * launch["grid"][2] == rows and launch["block"] == [threads, 1, 1]
+    body = bodies[launch["kernel"]]
+    assert ".local" not in body and shared_bytes(body) > 0
+    assert body.count("bar.sync") == 2 * reductions + 1
+    columns = config["outputs"][0]["shape"][-1]
+    assert vector_stores(body) == columns // threads // 4 and "st.global.f32" not in body
+    big = [b for b in config["buffers"] if b["shape"] == config["outputs"][0]["shape"]]
+    assert len(big) == 2  # the input and the output
+
+
+def test_a_lone_row_reduction_stays_a_block_reduction(row_compiled):
+    *_, params = row_compiled["reduce_sum_large"]
+    assert [(s.block_reduction, s.row_kernel) for s in params.ops] == [(512, 0)]
+
+
+@pytest.mark.parametrize("field, value, reason", [("row_kernel", 3, "must be 2..1024 and divide the 8192 columns"),
+                                                  ("block_reduction", 256, "a row kernel takes no"),
+                                                  ("block_tile", [2, 0], "a row kernel has block_tile [1, 0]")])
+def test_bad_row_kernels_fail_at_the_schedule_stage(row_compiled, tmp_path, field, value, reason):
+    *_, params = row_compiled["softmax_large"]
+    job = tmp_path / "softmax_large"
+    lower_model(str(MODELS["softmax_large"]), str(job))
+    bad = params.from_dict(params.to_dict())
+    setattr(bad.ops[0], field, value)
+    r = compile_iteration(str(job), 1, bad)
+    assert not r.ok and r.stage == "schedule" and reason in r.error, r.error

@@ -13,7 +13,7 @@ from rules import advise, classify_outcome, hypothesis_text
 from rules import engine
 from rules.engine import classify
 from rules.guide import load
-from rules.routing import GENERATORS
+from rules.routing import GENERATORS, edit_for
 from rules.records import AdviceRequest, Hypothesis, IterationRecord
 from workers.measure.ncu import parse_csv
 from workers.records import (CompileResult, KernelMetrics, MeasureResult, ModelInfo, OpInfo, OpSchedule,
@@ -317,3 +317,16 @@ def test_parallel_reduction_doubles_the_threads_of_a_block_reduction():
     assert (edit.field, edit.value) == ("block_reduction", 512)
     schedule.block_reduction = 1024
     assert GENERATORS["more_reduction_threads"](schedule, row_sum, True) is None  # at most 1024 threads
+
+
+def test_a_row_kernel_only_takes_more_threads_per_row():
+    """A row kernel (softmax in one kernel) keeps its shape, a block per row: the tile families pass it
+    by, parallel_reduction doubles its threads while each keeps 4 or more columns."""
+    softmax_out = OpInfo(5, "linalg.generic", "elementwise", [8192, 8192], ["parallel", "parallel"], "f32")
+    schedule = OpSchedule(5, "reduction", [1, 0], [0, 0], vectorize=True, row_kernel=512)
+    edit = edit_for("more_reduction_threads", schedule, softmax_out, True)
+    assert (edit.field, edit.value) == ("row_kernel", 1024)
+    assert all(edit_for(generator, schedule, softmax_out, True) is None
+               for generator in GENERATORS if generator != "more_reduction_threads")
+    schedule.row_kernel = 1024
+    assert edit_for("more_reduction_threads", schedule, softmax_out, True) is None

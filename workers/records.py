@@ -96,6 +96,11 @@ class OpSchedule(JsonRecord):
     # reduction) for nhwc; the img2col gather is fused into that kernel's reduction loop (never
     # materialized)
     img2col: bool = False
+    # one kernel for a row pipeline (softmax, layernorm): this elementwise op over [rows, columns] and
+    # every op feeding it (row reductions over the columns, elementwise ops), a block per row of this
+    # many threads; each reduction over the block's threads as in block_reduction, the elementwise ops
+    # computed again where they are read (never stored); block_tile [1, 0], thread_tile [0, 0]; 0 = off
+    row_kernel: int = 0
 
 
 def reduction_extents(op: OpInfo) -> list[int]:

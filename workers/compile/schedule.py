@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
@@ -53,6 +53,7 @@ class Group:
     anchor: int
     producer: int | None
     fills: list[tuple[int, int]]  # (op whose init the fill is, that init's operand index)
+    members: list[int] = field(default_factory=list)  # a row kernel's other ops (not fills), payload order
 
 
 @dataclass
@@ -181,6 +182,16 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
             continue
         producer = None
         schedule = by_index.get(i)
+        if schedule is not None and schedule.row_kernel:
+            members = row_kernel_members(i, facts)
+            if members is None:
+                raise ScheduleError(f"op {i}: row_kernel needs an elementwise op over [rows, columns] fed only by "
+                                    "row reductions and elementwise ops over the same rows and columns")
+            fills = [(m, facts[m].n_inputs) for m in [*members, i] if facts[m].init_producer is not None
+                     and facts[facts[m].init_producer].info.family == "fill"]
+            fused.update([i, *members])
+            groups.append(Group(anchor=i, producer=None, fills=fills, members=members))
+            continue
         # a split reduction reads its input through a reshape that producer fusion cannot cross: its
         # producer gets a kernel of its own
         split_anchor = schedule is not None and schedule.split_reduction and "reduction" in f.info.iterator_types
@@ -196,6 +207,34 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
         fused.update([i] + ([producer] if producer is not None else []))
         groups.append(Group(anchor=i, producer=producer, fills=fills))
     return list(reversed(groups))
+
+
+ROW_LOOPS = (["parallel", "parallel"], ["parallel", "reduction"])  # an elementwise op, a row reduction
+
+
+def row_kernel_members(anchor: int, facts: list[LinalgOpFacts]) -> list[int] | None:
+    """The ops a row kernel on `anchor` takes (payload order), or None where it does not apply: the
+    anchor is elementwise over [rows, columns]; every op feeding it, transitively, is elementwise over
+    the same loops or reduces them over the columns, and feeds nothing outside; at least one reduces."""
+    op = facts[anchor].info
+    if op.family != "elementwise" or op.iterator_types != ROW_LOOPS[0]:
+        return None
+    members, todo = set(), [anchor]
+    while todo:
+        for p in facts[todo.pop()].operand_producers:
+            if p is None or p in members:
+                continue
+            member = facts[p].info
+            if member.loop_ranges != op.loop_ranges or member.iterator_types not in ROW_LOOPS:
+                return None
+            members.add(p)
+            todo.append(p)
+    group = members | {anchor}
+    if any(p in members and f.info.index not in group for f in facts for p in f.operand_producers):
+        return None
+    if not any(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members):
+        return None
+    return sorted(members)
 
 
 def _img2col_anchor(i: int, facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> bool:
@@ -235,6 +274,8 @@ def _is_unconsumed_fill(fill: LinalgOpFacts, facts: list[LinalgOpFacts]) -> bool
 def group_family(group: Group, facts: list[LinalgOpFacts]) -> str:
     """A group is as heavy as its heaviest member: a matmul fused into a bias-add is a matmul."""
     order = ("matmul", "conv", "pooling", "reduction", "elementwise", "copy", "fill")
+    if group.members:  # a row kernel's work is its reductions (a variance's sum of products included)
+        return "reduction"
     members = [group.anchor] + ([group.producer] if group.producer is not None else [])
     return min((facts[m].info.family for m in members), key=order.index)
 
@@ -349,11 +390,12 @@ def precision_of(facts: list[LinalgOpFacts]) -> str:
 
 
 def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: bool = False,
-                       reductions: str = "block") -> ScheduleParams:
+                       reductions: str = "rows") -> ScheduleParams:
     """v0: each kernel's operator-aware template. `tf32`: the model's fp32 may be computed in TF32 (its
     tolerance; f32 matmuls then run on tensor cores). `reductions`: how row reductions get many threads
-    per output: "block" (one kernel, a block per output: 1.0-2.8x over the split on the H200) or "split"
-    (a partial and a merge kernel)."""
+    per output: "rows" (as "block", and a row pipeline such as softmax in one kernel: with_row_kernels),
+    "block" (one kernel per reduction, a block per output: 1.0-2.8x over the split on the H200) or
+    "split" (a partial and a merge kernel)."""
     precision = precision_of(facts)
     precision = "tf32" if tf32 and precision == "fp32" else precision
     params = ScheduleParams(ops=[default_group_schedule(g, facts, precision) for g in plan_groups(facts, None)],
@@ -363,7 +405,10 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
     params.ops += [default_group_schedule(g, facts, precision) for g in plan_groups(facts, params)
                    if g.anchor not in planned]
     params.ops.sort(key=lambda s: s.op_index)
-    return with_block_reductions(params, facts) if reductions == "block" else params
+    if reductions == "split":
+        return params
+    params = with_block_reductions(params, facts)
+    return with_row_kernels(params, facts) if reductions == "rows" else params
 
 
 def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
@@ -426,6 +471,8 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     if schedule.promote_shared and schedule.tensor_core == "none":
         raise ScheduleError(f"op {op.index}: promote_shared is not expressible by this compile stage's "
                             "schedules yet, except for tensor-core (tensor_core mma_sync) kernels")
+    if schedule.row_kernel:
+        return _check_row_kernel(schedule, g, facts)
     if schedule.tensor_core != "none":
         return [mma_plan(schedule, g, facts).threads, 1, 1]
     if schedule.split_reduction:
@@ -506,6 +553,24 @@ def _check_block_reduction(schedule: OpSchedule, g: Group, facts: list[LinalgOpF
     return [threads, 1, 1]
 
 
+def _check_row_kernel(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """A block per row, `row_kernel` threads sharing each of its ops' columns."""
+    op, threads = facts[g.anchor].info, schedule.row_kernel
+    if schedule.tensor_core != "none" or schedule.split_reduction or schedule.block_reduction \
+            or schedule.promote_shared:
+        raise ScheduleError(f"op {op.index}: a row kernel takes no tensor_core, split_reduction, block_reduction "
+                            "or promote_shared")
+    if schedule.block_tile != [1, 0] or schedule.thread_tile != [0, 0] or schedule.reduction_tile:
+        raise ScheduleError(f"op {op.index}: a row kernel has block_tile [1, 0] (a block per row), thread_tile "
+                            f"[0, 0] and no reduction_tile, not {schedule.block_tile}, {schedule.thread_tile}, "
+                            f"{schedule.reduction_tile}")
+    columns = op.loop_ranges[1]
+    if not 2 <= threads <= MAX_THREADS or columns % threads:
+        raise ScheduleError(f"op {op.index}: row_kernel {threads} must be 2..{MAX_THREADS} and divide the "
+                            f"{columns} columns")
+    return [threads, 1, 1]
+
+
 def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) -> OpSchedule | None:
     """The one-kernel shape of a group whose anchor is a row-like reduction: a block per output,
     block_reduction_threads(K) threads reducing its K elements; None where it does not apply."""
@@ -532,6 +597,25 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) ->
                 and s.op_index in groups else None) or s for s in new.ops]
     anchors = {g.anchor for g in plan_groups(facts, new)}
     new.ops = [s for s in new.ops if s.op_index in anchors]
+    return new
+
+
+def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
+    """A copy of `params` where each row pipeline (row_kernel_members) is one kernel of
+    block_reduction_threads(columns) threads per row, its ops losing their own schedules."""
+    new = ScheduleParams.from_dict(params.to_dict())
+    taken: set[int] = set()
+    for f in reversed(facts):
+        i = f.info.index
+        members = None if i in taken else row_kernel_members(i, facts)
+        if members is None:
+            continue
+        taken.update(members)
+        columns = f.info.loop_ranges[1]
+        new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
+        new.ops.append(OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0],
+                                  vectorize=True, row_kernel=block_reduction_threads(columns)))
+    new.ops.sort(key=lambda s: s.op_index)
     return new
 
 
@@ -630,7 +714,8 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     ]
     # block-local tensors in shared memory: a tensor-core kernel's accumulator tile, a block reduction's partials
     for k, kernel in enumerate(kernels):
-        if k in tensor_cores or not kernel.partial and schedules[kernel.anchor].block_reduction:
+        s = schedules[kernel.anchor]
+        if k in tensor_cores or not kernel.partial and (s.block_reduction or s.row_kernel):
             lines += emit_shared_accumulator(k)
     lines += [
         "    %bufferized = transform.bufferization.one_shot_bufferize %root {bufferize_function_boundaries = true, "
@@ -718,6 +803,8 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         return _emit_mma_group(ids[(g.anchor, False)], k, g, s, facts)
     if s.img2col:
         return _emit_img2col_group(ids[(g.anchor, False)], k, g, s, facts)
+    if s.row_kernel:
+        return _emit_row_kernel(ids[(g.anchor, False)], k, g, s, facts)
     handles = {m: f"%op{m}" for m in [g.anchor] + ([g.producer] if g.producer is not None else [])}
     # fusion consumes the producer's handle, so a shared fill is looked up afresh from each consumer
     out = [f"    %{k}_fill{j} = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
@@ -855,6 +942,101 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
         containing = f"%{k}_cf{j}"
         vectorized.append(f"%{k}_f{j}t")
     return out + [f"    transform.structured.vectorize {h} : {ANY}" for h in vectorized]
+
+
+ROW_OP = "farm.row_op"
+
+
+def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
+    """One kernel for a row pipeline: a block per row with every op fused into it (CSE then merges the
+    copies that fusing a producer once per use makes); then, consumers first, the anchor over the
+    block's threads and each reduction over them as a block reduction (partials in shared memory,
+    merged by one thread, the result in shared memory), each fusing the elementwise ops it reads
+    (recomputed there, never stored). The ops are found again after CSE by a `farm.row_op` mark."""
+    fills = [f"%{k}_fill{j}" for j in range(len(g.fills))]
+    fill_of = {op: f"%{k}_fill{j}" for j, (op, _) in enumerate(g.fills)}
+    out = [f"    {fills[j]} = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
+           for j, (op, operand) in enumerate(g.fills)]
+    out.append(f"    // kernel of op {g.anchor}: one block per row of {s.row_kernel} threads, with ops "
+               f"{', '.join(map(str, g.members))}")
+    # results that only the kernel reads (a reduction's row of maxima or sums) become block-local
+    # tensors, i.e. shared memory, also through a reshape of their tensor.empty
+    out.append(f"    transform.apply_patterns to %func {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {ANY}")
+    marks = {m: f"%op{m}" for m in g.members} | {f"f{m}": fill_of[m] for m in fill_of}
+    for m, handle in marks.items():
+        out += [f"    %{k}_mark_{m} = transform.param.constant {_mark(m)} : i64 -> !transform.param<i64>",
+                f"    transform.annotate {handle} \"{ROW_OP}\" = %{k}_mark_{m} : {ANY}, !transform.param<i64>"]
+    out += [
+        f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
+        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall %op{g.anchor} tile_sizes [1, 0] "
+        f"(mapping = [#gpu.block<x>]) : ({ANY}) -> ({ANY}, {ANY})",
+    ]
+    containing = f"%{k}_grid"
+    for j, handle in enumerate([*(f"%op{m}" for m in reversed(g.members)), *fills]):
+        out.append(f"    %{k}_fused{j}, %{k}_grid{j} = transform.structured.fuse_into_containing_op {handle} into "
+                   f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+        containing = f"%{k}_grid{j}"
+    out += [f"    transform.annotate {containing} \"farm.kernel\" = %{k}_id : {ANY}, !transform.param<i64>",
+            f"    transform.apply_patterns to {containing} {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {ANY}",
+            f"    transform.apply_cse to {containing} : {ANY}",
+            f"    %{k}_done = transform.param.constant -1 : i64 -> !transform.param<i64>"]
+    grid = containing
+
+    def find(m) -> str:
+        out.append(f"    %{k}_op{m}_{len(out)} = transform.structured.match attributes{{{ROW_OP} = {_mark(m)} : i64}} "
+                   f"in {grid} : ({ANY}) -> {ANY}")
+        return f"%{k}_op{m}_{len(out) - 1}"
+
+    vectorized = []
+    elementwise = [m for m in g.members if facts[m].info.iterator_types == ROW_LOOPS[0]]
+    for d in [g.anchor, *reversed([m for m in g.members if m not in elementwise])]:
+        op = f"%op{d}" if d == g.anchor else find(d)
+        if d == g.anchor:
+            out.append(f"    %{k}_t{d}, %{k}_threads{d} = transform.structured.tile_using_forall %{k}_b num_threads "
+                       f"[0, {s.row_kernel}] (mapping = [#gpu.thread<x>]) : ({ANY}) -> ({ANY}, {ANY})")
+            vectorized.append(f"%{k}_t{d}")
+        else:
+            out += [
+                f"    %{k}_pfill{d}, %{k}_split{d}, %{k}_comb{d}, %{k}_threads{d} = "
+                f"transform.structured.tile_reduction_using_forall {op} reduction_dims = [1] by num_threads = "
+                f"[0, {s.row_kernel}] tile_sizes = [0, 0] mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
+                f"    %{k}_pft{d}, %{k}_pf{d} = transform.structured.fuse_into_containing_op %{k}_pfill{d} into "
+                f"%{k}_threads{d} : ({ANY}, {ANY}) -> ({ANY}, {ANY})",
+                f"    %{k}_ct{d}, %{k}_cf{d} = transform.structured.tile_using_forall %{k}_comb{d} num_threads [1, 0] "
+                f"(mapping = [#gpu.thread<x>]) : ({ANY}) -> ({ANY}, {ANY})",
+            ]
+            vectorized += [f"%{k}_pft{d}", f"%{k}_split{d}", f"%{k}_ct{d}"]
+            if d in fill_of:
+                fill = find(f"f{d}")
+                out.append(f"    %{k}_ft{d}, %{k}_ff{d} = transform.structured.fuse_into_containing_op {fill} into "
+                           f"%{k}_cf{d} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+                vectorized.append(f"%{k}_ft{d}")
+        # the elementwise ops it reads, consumers first: a copy of each in its thread forall, marked
+        # done so that the next search finds only the block's original
+        containing = f"%{k}_threads{d}"
+        for j, m in enumerate(reversed(_elementwise_inputs(d, elementwise, facts))):
+            out += [f"    %{k}_e{d}_{m}, %{k}_threads{d}_{j} = transform.structured.fuse_into_containing_op {find(m)} into "
+                    f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})",
+                    f"    transform.annotate %{k}_e{d}_{m} \"{ROW_OP}\" = %{k}_done : {ANY}, !transform.param<i64>"]
+            containing = f"%{k}_threads{d}_{j}"
+            vectorized.append(f"%{k}_e{d}_{m}")
+    return out + [f"    transform.structured.vectorize {h} : {ANY}" for h in vectorized]
+
+
+def _mark(m: int | str) -> int:
+    """The farm.row_op mark of a row kernel's op m, or of the fill of op m ("f<m>")."""
+    return int(m[1:]) + 1_000_000 if isinstance(m, str) else m
+
+
+def _elementwise_inputs(op: int, elementwise: list[int], facts: list[LinalgOpFacts]) -> list[int]:
+    """The elementwise members that `op` reads, directly or through other elementwise members (payload order)."""
+    found, todo = set(), [op]
+    while todo:
+        for p in facts[todo.pop()].operand_producers:
+            if p in elementwise and p not in found:
+                found.add(p)
+                todo.append(p)
+    return sorted(found)
 
 
 def _emit_mma_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
