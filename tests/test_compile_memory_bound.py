@@ -14,7 +14,7 @@ import pytest
 from workers.compile import compile_iteration
 from workers.compile.analysis import analyze
 from workers.compile.pipeline import default_pipeline
-from workers.compile.schedule import initial_params_for
+from workers.compile.schedule import MERGE_THREADS, initial_params_for
 from workers.frontend import lower_model
 
 ROOT = Path(__file__).parent.parent
@@ -195,8 +195,9 @@ def test_block_reductions_are_one_kernel_each_with_fused_producers(compiled, nam
             assert "st.global" not in loop
         if "bar.sync" in body and shared_bytes(body):  # a block reduction: 256 threads, one row per block
             threads = launch["block"][0] * launch["block"][1] * launch["block"][2]
-            # the shared memory holds exactly one partial per thread (per-thread temporaries stay private)
-            assert shared_bytes(body) in (threads * 4, threads * 8)
+            # the shared memory holds exactly one partial per thread and one per merging thread of the
+            # warp that reduces them (per-thread temporaries stay private)
+            assert shared_bytes(body) in ((threads + MERGE_THREADS) * 4, (threads + MERGE_THREADS) * 8)
             assert re.search(r"ld\.shared", body) and re.search(r"st\.shared", body)
             assert vector_loads(body) >= 1
 
@@ -253,7 +254,8 @@ def test_splits_whose_loops_fit_one_tile_compile(tmp_path, split, reduction_tile
 def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, rows, threads, reductions):
     """One launch, one block of `threads` per row; each reduction's partials and result in shared memory,
     none in per-thread memory (.local: a result merged by one thread and read by all would be wrong
-    there); a barrier after each partial pass and each merge, one after the output pass; the output
+    there); a barrier after each partial pass and after each of the merge's two steps (a warp, then one
+    thread), one after the output pass; the output
     written once, in 128-bit stores (16 or 8 columns per thread); no temporary the size of the input."""
     result, config, bodies, params = row_compiled[name]
     ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
@@ -262,7 +264,7 @@ def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, row
     assert launch["grid"][0] * launch["grid"][1] * launch["grid"][2] == rows and launch["block"] == [threads, 1, 1]
     body = bodies[launch["kernel"]]
     assert ".local" not in body and shared_bytes(body) > 0
-    assert body.count("bar.sync") == 2 * reductions + 1
+    assert body.count("bar.sync") == 3 * reductions + 1
     columns = config["outputs"][0]["shape"][-1]
     assert vector_stores(body) == columns // threads // 4 and "st.global.f32" not in body
     big = [b for b in config["buffers"] if b["shape"] == config["outputs"][0]["shape"]]

@@ -301,9 +301,37 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
             return mma
     if family == "matmul" and member is not None and any(schedule.thread_tile):
         reductions = reduction_extents(facts[member].info)
-        if len(reductions) == 1 and reductions[0] % V0_REDUCTION_TILE == 0:
-            schedule.reduction_tile, schedule.vectorize = V0_REDUCTION_TILE, True
+        k_step = next((t for t in (V0_MATMUL_K_TILE, V0_REDUCTION_TILE) if len(reductions) == 1 and reductions[0] % t == 0), 0)
+        if k_step:
+            schedule.reduction_tile, schedule.vectorize = k_step, True
+        _fill_the_grid(schedule, facts[g.anchor].info)
     return schedule
+
+
+# K steps of a register-tiled (SIMT) matmul: 16 was 1.43x over 8 at 4096^3 f32 on the H200
+# (benchmarks/results/schedule_sweep_h200.md run 4)
+V0_MATMUL_K_TILE = 16
+# a SIMT matmul grid of fewer blocks than the H200's SMs leaves SMs idle: smaller blocks with 2x2
+# outputs per thread then (the zoo's MLP: 2.0-2.1x over 64x64 blocks of 4x4, same run)
+MIN_GRID_BLOCKS = 132
+SMALL_GRID_TILES = [((32, 32), (2, 2)), ((16, 32), (2, 2))]
+
+
+def grid_blocks(schedule: OpSchedule, op: OpInfo) -> int:
+    return math.prod(math.ceil(r / b) for b, r in zip(schedule.block_tile, op.loop_ranges) if b)
+
+
+def _fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
+    """Smaller tiles (SMALL_GRID_TILES, on the two thread-mapped loops) while the grid has fewer than
+    MIN_GRID_BLOCKS blocks and the loops take them."""
+    dims = [d for d, t in enumerate(schedule.thread_tile) if t]
+    for block, thread in SMALL_GRID_TILES:
+        if grid_blocks(schedule, op) >= MIN_GRID_BLOCKS or len(dims) != 2:
+            return
+        if any(op.loop_ranges[d] % b for d, b in zip(dims, block)):
+            return
+        for d, b, t in zip(dims, block, thread):
+            schedule.block_tile[d], schedule.thread_tile[d] = b, t
 
 
 # v0 tensor-core tiles by operand type, the first that the kernel takes: (block tile, warp tile, K step,
@@ -390,11 +418,12 @@ def precision_of(facts: list[LinalgOpFacts]) -> str:
 
 
 def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: bool = False,
-                       reductions: str = "rows") -> ScheduleParams:
+                       reductions: str = "block") -> ScheduleParams:
     """v0: each kernel's operator-aware template. `tf32`: the model's fp32 may be computed in TF32 (its
     tolerance; f32 matmuls then run on tensor cores). `reductions`: how row reductions get many threads
-    per output: "rows" (as "block", and a row pipeline such as softmax in one kernel: with_row_kernels),
-    "block" (one kernel per reduction, a block per output: 1.0-2.8x over the split on the H200) or
+    per output: "block" (one kernel per reduction, a block per output: 1.0-2.8x over the split on the
+    H200), "rows" (as "block", and a row pipeline such as softmax in one kernel: with_row_kernels; 1.02x
+    for softmax, 0.70x for layernorm with single-thread merges, schedule_sweep_h200.md run 4) or
     "split" (a partial and a merge kernel)."""
     precision = precision_of(facts)
     precision = "tf32" if tf32 and precision == "fp32" else precision
@@ -928,12 +957,9 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
         out.append(f"{HOIST} %{k}_srloop : {ANY}")
         split = f"%{k}_sr"
     vectorized.append(split)
-    # the merge: one thread per output (the block has one), after the barrier that ends the forall
-    merge_threads = [1] * n_parallel
-    merge_threads.insert(position, 0)
-    out.append(f"    %{k}_ct, %{k}_cf = transform.structured.tile_using_forall %{k}_comb num_threads "
-               f"{_ints(merge_threads)} (mapping = [{_mapping('thread', n_parallel)}]) : ({ANY}) -> ({ANY}, {ANY})")
-    vectorized.append(f"%{k}_ct")
+    merge, handles = _emit_merge(k, f"%{k}_comb", s.block_reduction, n_parallel, position)
+    out += merge
+    vectorized += handles
     containing = f"%{k}_cf"
     for j in range(len(g.fills)):
         handle = f"%{k}_m{j + (g.producer is not None)}b"
@@ -1002,14 +1028,14 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
                 f"[0, {s.row_kernel}] tile_sizes = [0, 0] mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
                 f"    %{k}_pft{d}, %{k}_pf{d} = transform.structured.fuse_into_containing_op %{k}_pfill{d} into "
                 f"%{k}_threads{d} : ({ANY}, {ANY}) -> ({ANY}, {ANY})",
-                f"    %{k}_ct{d}, %{k}_cf{d} = transform.structured.tile_using_forall %{k}_comb{d} num_threads [1, 0] "
-                f"(mapping = [#gpu.thread<x>]) : ({ANY}) -> ({ANY}, {ANY})",
             ]
-            vectorized += [f"%{k}_pft{d}", f"%{k}_split{d}", f"%{k}_ct{d}"]
+            merge, handles = _emit_merge(f"{k}{d}", f"%{k}_comb{d}", s.row_kernel, 1, 1)
+            out += merge
+            vectorized += [f"%{k}_pft{d}", f"%{k}_split{d}", *handles]
             if d in fill_of:
                 fill = find(f"f{d}")
                 out.append(f"    %{k}_ft{d}, %{k}_ff{d} = transform.structured.fuse_into_containing_op {fill} into "
-                           f"%{k}_cf{d} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
+                           f"%{k}{d}_cf : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
                 vectorized.append(f"%{k}_ft{d}")
         # the elementwise ops it reads, consumers first: a copy of each in its thread forall, marked
         # done so that the next search finds only the block's original
@@ -1037,6 +1063,36 @@ def _elementwise_inputs(op: int, elementwise: list[int], facts: list[LinalgOpFac
                 found.add(p)
                 todo.append(p)
     return sorted(found)
+
+
+MERGE_THREADS = 32  # one warp merges a block reduction's partials, in two steps
+
+
+def _emit_merge(k: str, comb: str, partials: int, n_parallel: int, position: int) -> tuple[list[str], list[str]]:
+    """The merge of a block reduction's `partials` (the combining op `comb`, after the barrier that ends
+    the partial forall): up to MERGE_THREADS threads each reduce a run of them into a second row of
+    partials in shared memory, then one thread per output (the block has one) reduces those, after
+    another barrier: two short serial chains instead of one of `partials`. Returns the steps and the
+    handles to vectorize; the single-thread forall is %{k}_cf."""
+    threads = _largest_divisor_at_most(partials, MERGE_THREADS)
+    one = [1] * n_parallel
+    one.insert(position, 0)
+    out, vectorized = [], []
+    if threads > 1 and partials // threads > 1:
+        spread = [0] * (n_parallel + 1)
+        spread[position] = threads
+        out += [
+            f"    %{k}_mfill, %{k}_msplit, %{k}_mcomb, %{k}_mf = transform.structured.tile_reduction_using_forall "
+            f"{comb} reduction_dims = [{position}] by num_threads = {_ints(spread)} tile_sizes = {_ints([0] * len(spread))} "
+            f"mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
+            f"    %{k}_mfillt, %{k}_mf0 = transform.structured.fuse_into_containing_op %{k}_mfill into %{k}_mf "
+            f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
+        ]
+        vectorized += [f"%{k}_mfillt", f"%{k}_msplit"]
+        comb = f"%{k}_mcomb"
+    out.append(f"    %{k}_ct, %{k}_cf = transform.structured.tile_using_forall {comb} num_threads {_ints(one)} "
+               f"(mapping = [{_mapping('thread', n_parallel)}]) : ({ANY}) -> ({ANY}, {ANY})")
+    return out, [*vectorized, f"%{k}_ct"]
 
 
 def _emit_mma_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
