@@ -31,7 +31,7 @@ class Variant:
     family: str = ""  # ops of this family get `fields`
     fields: dict = field(default_factory=dict)
     block_reductions: int = 0  # threads per row; 0: as the template has them
-    reductions: str = "block"  # the v0 template's mode of row reductions (schedule.initial_params_for)
+    reductions: str = "rows"  # the v0 template's mode of row reductions (schedule.initial_params_for)
 
 
 # v0 of an f16 matmul: 128x64 blocks of two 64x64 warps, A/B staged in shared memory per K step of 32
@@ -47,11 +47,10 @@ TF32_VARIANTS = [
     Variant("K32", "matmul", {"reduction_tile": 32}),
     Variant("2 warps of 64x64", "matmul", {"thread_tile": [64, 64]}),
 ]
-# v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 16
+# v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [
-    Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
-    Variant("K8", "matmul", {"reduction_tile": 8}),
-    Variant("K32", "matmul", {"reduction_tile": 32}),
+    Variant("K16", "matmul", {"reduction_tile": 16}),
+    Variant("K64", "matmul", {"reduction_tile": 64}),
 ]
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of 32x32 and 16x32
 # outputs, 2x2 per thread, to give the grid at least as many blocks as SMs
@@ -59,11 +58,13 @@ SMALL_MATMUL_VARIANTS = [
     Variant("64x64 blocks, 4x4 per thread", "matmul", {"block_tile": [64, 64], "thread_tile": [4, 4]}),
     Variant("16x32 blocks, 2x2 per thread", "matmul", {"block_tile": [16, 32], "thread_tile": [2, 2]}),
 ]
-REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n) for n in (128, 256, 512, 1024)]
-# v0 of softmax and layernorm: a block reduction kernel per reduction, 512 threads per row of 8192
+REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
+                      for n in (128, 256, 512, 1024)]
+# v0: softmax in one row kernel, layernorm in a block reduction kernel per reduction, 512 threads per
+# row of 8192
 ROW_VARIANTS = [
-    Variant("one row kernel", reductions="rows"),
-    Variant("one row kernel, 256 threads per row", "reduction", {"row_kernel": 256}, reductions="rows"),
+    Variant("a kernel per reduction", reductions="block"),
+    Variant("one row kernel, 1024 threads per row", "reduction", {"row_kernel": 1024}),
 ]
 # the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 56 pixels x 64 channels per
 # block, 8 channels x 4 pixels per thread, K steps of 9

@@ -107,7 +107,7 @@ def test_v0_is_operator_aware(compiled):
     assert params["kernel_families"] == ["matmul"]
     transform = (compiled["matmul_square"][1] / "v0" / "transform.mlir").read_text()
     assert "tile_sizes [64, 64, 0]" in transform and "num_threads [16, 16, 0]" in transform
-    assert "tile_sizes [0, 0, 16]" in transform and "structured.vectorize" in transform
+    assert "tile_sizes [0, 0, 32]" in transform and "structured.vectorize" in transform
     assert compiled["elementwise_chain"][2].kernel_count == 1
     cnn = json.loads((compiled["small_cnn"][1] / "v0" / "compile_result.json").read_text())
     assert {"conv", "pooling", "matmul"} <= set(cnn["kernel_families"])

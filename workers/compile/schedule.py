@@ -301,16 +301,16 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
             return mma
     if family == "matmul" and member is not None and any(schedule.thread_tile):
         reductions = reduction_extents(facts[member].info)
-        k_step = next((t for t in (V0_MATMUL_K_TILE, V0_REDUCTION_TILE) if len(reductions) == 1 and reductions[0] % t == 0), 0)
+        k_step = next((t for t in V0_MATMUL_K_TILES if len(reductions) == 1 and reductions[0] % t == 0), 0)
         if k_step:
             schedule.reduction_tile, schedule.vectorize = k_step, True
         _fill_the_grid(schedule, facts[g.anchor].info)
     return schedule
 
 
-# K steps of a register-tiled (SIMT) matmul: 16 was 1.43x over 8 at 4096^3 f32 on the H200
-# (benchmarks/results/schedule_sweep_h200.md run 4)
-V0_MATMUL_K_TILE = 16
+# K steps of a register-tiled (SIMT) matmul, the first that divides K: at 4096^3 f32 on the H200, 16 was
+# 1.43x over 8 and 32 1.10x over 16 (benchmarks/results/schedule_sweep_h200.md runs 4 and 5)
+V0_MATMUL_K_TILES = (32, 16, V0_REDUCTION_TILE)
 # a SIMT matmul grid of fewer blocks than the H200's SMs leaves SMs idle: smaller blocks with 2x2
 # outputs per thread then (the zoo's MLP: 2.0-2.1x over 64x64 blocks of 4x4, same run)
 MIN_GRID_BLOCKS = 132
@@ -418,12 +418,11 @@ def precision_of(facts: list[LinalgOpFacts]) -> str:
 
 
 def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: bool = False,
-                       reductions: str = "block") -> ScheduleParams:
+                       reductions: str = "rows") -> ScheduleParams:
     """v0: each kernel's operator-aware template. `tf32`: the model's fp32 may be computed in TF32 (its
     tolerance; f32 matmuls then run on tensor cores). `reductions`: how row reductions get many threads
-    per output: "block" (one kernel per reduction, a block per output: 1.0-2.8x over the split on the
-    H200), "rows" (as "block", and a row pipeline such as softmax in one kernel: with_row_kernels; 1.02x
-    for softmax, 0.70x for layernorm with single-thread merges, schedule_sweep_h200.md run 4) or
+    per output: "rows" (as "block", and a row pipeline such as softmax in one kernel: with_row_kernels),
+    "block" (one kernel per reduction, a block per output: 1.0-2.8x over the split on the H200) or
     "split" (a partial and a merge kernel)."""
     precision = precision_of(facts)
     precision = "tf32" if tf32 and precision == "fp32" else precision
@@ -629,15 +628,22 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) ->
     return new
 
 
-def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
-    """A copy of `params` where each row pipeline (row_kernel_members) is one kernel of
-    block_reduction_threads(columns) threads per row, its ops losing their own schedules."""
+# row pipelines of up to this many reductions become one row kernel in v0: softmax's two, 1.26x over a
+# kernel per reduction on the H200; layernorm's three (one in f64) were 0.94x (schedule_sweep_h200.md run 5)
+ROW_KERNEL_MAX_REDUCTIONS = 2
+
+
+def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
+                     max_reductions: int = ROW_KERNEL_MAX_REDUCTIONS) -> ScheduleParams:
+    """A copy of `params` where each row pipeline (row_kernel_members) of at most `max_reductions`
+    reductions is one kernel of block_reduction_threads(columns) threads per row, its ops losing their
+    own schedules."""
     new = ScheduleParams.from_dict(params.to_dict())
     taken: set[int] = set()
     for f in reversed(facts):
         i = f.info.index
         members = None if i in taken else row_kernel_members(i, facts)
-        if members is None:
+        if members is None or sum(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members) > max_reductions:
             continue
         taken.update(members)
         columns = f.info.loop_ranges[1]
