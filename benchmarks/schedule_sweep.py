@@ -52,6 +52,12 @@ SIMT_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
     Variant("K64", "matmul", {"reduction_tile": 64}),
 ]
+# v0 of a bf16 matmul: tensor cores as for f16 (through f16 fragments); the SIMT kernel it had before
+BF16_VARIANTS = [
+    Variant("CUDA cores, 64x64 blocks of 4x4, K32", "matmul",
+            {"tensor_core": "none", "promote_shared": False, "block_tile": [64, 64], "thread_tile": [4, 4],
+             "reduction_tile": 32}),
+]
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of 32x32 and 16x32
 # outputs, 2x2 per thread, to give the grid at least as many blocks as SMs
 SMALL_MATMUL_VARIANTS = [
@@ -91,7 +97,7 @@ SWEEPS = {
     "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
     "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS),
-    "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", SIMT_VARIANTS),
+    "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", BF16_VARIANTS),
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
     "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),
     "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),

@@ -100,9 +100,9 @@ def enable_promote(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEd
 
 
 def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    # f16 operands only: f32 matmuls reach tensor cores (as TF32) through v0 of a job that allows TF32
-    # (submit --tf32), as this route does not see the job's precision
-    if s.tensor_core != "none" or op.dtype != "f16":
+    # f16 and bf16 operands only: f32 matmuls reach tensor cores (as TF32) through v0 of a job that allows
+    # TF32 (submit --tf32), as this route does not see the job's precision
+    if s.tensor_core != "none" or op.dtype not in ("f16", "bf16"):
         return None
     return ScheduleEdit(s.op_index, "tensor_core", "mma_sync")
 

@@ -186,3 +186,21 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
     assert k_loop_accumulators(job / "v5") == ["vector<2x2xf32>"] * 16
     config = LaunchConfig.from_json((job / "v5" / "config.json").read_text())
     assert (config.precision, config.atol) == ("tf32", 5e-3)
+
+
+def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
+    """a @ b in bf16: convert-vector-to-gpu has no bf16 fragments, so the staged tiles are typed f16 for
+    it (mlir.stage_bf16_as_f16) and the mma.sync read them back as bf16: m16n8k16 with bf16 operands,
+    fragments by ldmatrix, v0's tiles as for f16."""
+    job = tmp_path / "matmul4096_bf16"
+    lower_model(str(BENCHMARKS / "matmul4096_bf16.py"), str(job))
+    params = initial_params(str(job))
+    (s,) = [s for s in params.ops if s.family == "matmul"]
+    assert (s.tensor_core, s.block_tile, s.thread_tile, s.promote_shared) == ("mma_sync", [128, 64], [64, 64], True)
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, result.error
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 64
+    assert "f16.f16" not in ptx and "ldmatrix.sync.aligned" in ptx
+    assert k_loop_accumulators(job / "v0") == ["vector<2x2xf32>"] * 32
+    assert LaunchConfig.from_json((job / "v0" / "config.json").read_text()).precision == "bf16"

@@ -9,8 +9,10 @@ import contextlib
 from typing import Callable, Iterator
 
 from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401  (re-exported)
+from numba_cuda_mlir._mlir.dialects import arith as arith_dialect
 from numba_cuda_mlir._mlir.dialects import gpu as gpu_dialect
 from numba_cuda_mlir._mlir.dialects import memref as memref_dialect
+from numba_cuda_mlir._mlir.dialects import vector as vector_dialect
 from numba_cuda_mlir._mlir.dialects.transform import interpreter
 
 
@@ -51,13 +53,61 @@ def apply_transform(payload: ir.Module, transform_module: ir.Module) -> None:
 
 
 def run_on_contracting_kernels(module: ir.Module, pipeline: str) -> None:
-    """Run `pipeline` (anchored on gpu.func) on each kernel that still holds a vector.contract."""
+    """Run `pipeline` (anchored on gpu.func) on each kernel that still holds a vector.contract; a
+    kernel that stages bf16 operand tiles goes through it as f16 (stage_bf16_as_f16) and gets its
+    mma.sync back on bf16 (mma_sync_on_bf16)."""
     for kernel in _kernel_ops(module, "gpu.func"):
         if _ops_named(kernel, "vector.contract", first_only=True):
+            bf16 = stage_bf16_as_f16(kernel)
             try:
                 passmanager.PassManager.parse(pipeline).run(kernel)
             except (ir.MLIRError, ValueError) as e:
                 raise MlirError(f"pass pipeline {pipeline!r} failed: {e}") from None
+            if bf16:
+                mma_sync_on_bf16(kernel)
+
+
+def stage_bf16_as_f16(kernel) -> bool:
+    """convert-vector-to-gpu has no mma fragments for bf16 (mma.sync has m16n8k16 for it, as for f16):
+    the kernel's bf16 operand tiles in shared memory are typed f16 (the same 16 bits, copied in through a
+    vector.bitcast), so that the contractions reading them become ldmatrix + mma.sync on "f16" fragments,
+    whose mma_sync_on_bf16 then reads as bf16. Only where every use of such a tile is a vector transfer
+    (the staged copies and the fragment reads); returns whether the kernel was retyped."""
+    bf16, f16 = ir.BF16Type.get(), ir.F16Type.get()
+    tiles = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a)
+             and ir.MemRefType(a.results[0].type).element_type == bf16]
+    if not tiles or any(use.owner.name not in ("vector.transfer_read", "vector.transfer_write")
+                        for a in tiles for use in a.results[0].uses):
+        return False
+    for alloc in tiles:
+        old = ir.MemRefType(alloc.results[0].type)
+        alloc.results[0].set_type(ir.MemRefType.get(old.shape, f16, old.layout, memory_space=old.memory_space))
+        for use in list(alloc.results[0].uses):
+            op = use.owner
+            with ir.InsertionPoint(op), op.location:
+                if op.name == "vector.transfer_write":
+                    value = ir.VectorType(op.operands[0].type)
+                    op.operands[0] = vector_dialect.BitCastOp(ir.VectorType.get(value.shape, f16), op.operands[0]).result
+                else:  # a read: its f16 fragment and padding
+                    read, padding = ir.VectorType(op.results[0].type), _transfer_padding(op)
+                    op.operands[padding] = arith_dialect.BitcastOp(f16, op.operands[padding]).result
+                    op.results[0].set_type(ir.VectorType.get(read.shape, f16))
+    return True
+
+
+def _transfer_padding(read) -> int:
+    """Operand index of a vector.transfer_read's padding value: after the source and its indices."""
+    return 1 + ir.DenseI32ArrayAttr(read.attributes["operandSegmentSizes"])[1]
+
+
+def mma_sync_on_bf16(kernel) -> None:
+    """The kernel's mma.sync ops take their A and B fragments as bf16 (stage_bf16_as_f16 typed them f16)."""
+    bf16 = ir.BF16Type.get()
+    for op in _ops_named(kernel, "nvgpu.mma.sync"):
+        with ir.InsertionPoint(op), op.location:
+            for i in (0, 1):
+                fragment = ir.VectorType(op.operands[i].type)
+                op.operands[i] = vector_dialect.BitCastOp(ir.VectorType.get(fragment.shape, bf16), op.operands[i]).result
 
 
 def main_func(module: ir.Module):

@@ -340,15 +340,16 @@ def _fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
 # 16; the unstaged tiles are for kernels that staging does not fit.
 _UNSTAGED_MMA_TILES = [((128, 64), (64, 32), 64, False), ((128, 64), (64, 32), 32, False),
                        ((64, 64), (32, 32), 32, False), ((64, 64), (32, 32), 16, False), ((32, 32), (16, 16), 16, False)]
-V0_MMA_TILES = {"f16": [((128, 64), (64, 64), 32, True), ((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES],
+_F16_MMA_TILES = [((128, 64), (64, 64), 32, True), ((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]
+V0_MMA_TILES = {"f16": _F16_MMA_TILES, "bf16": _F16_MMA_TILES,
                 "f32": [((128, 64), (64, 32), 16, True), *_UNSTAGED_MMA_TILES]}
 
 
 def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule | None:
-    """The v0 schedule of an f16 x f16 matmul kernel (alone or fused into an elementwise consumer)
-    on mma.sync tensor cores, with the first V0_MMA_TILES entry of its operand type that the kernel
-    takes, and of an f32 one in precision tf32; None where tensor cores do not apply (other dtypes,
-    ops, shapes)."""
+    """The v0 schedule of an f16 x f16 or bf16 x bf16 matmul kernel (alone or fused into an elementwise
+    consumer) on mma.sync tensor cores, with the first V0_MMA_TILES entry of its operand type that the
+    kernel takes, and of an f32 one in precision tf32; None where tensor cores do not apply (other
+    dtypes, ops, shapes)."""
     op = facts[g.anchor].info
     matmul = facts[g.anchor] if op.name == "linalg.matmul" or g.producer is None else facts[g.producer]
     operand = matmul.input_dtypes[0] if matmul.input_dtypes else ""

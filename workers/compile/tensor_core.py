@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 from workers.records import ELEMENT_BYTES, OpSchedule
 
-# mma.sync shape (m, n, k) by operand type: m16n8k16 for f16, m16n8k8 for f32 operands, which the
-# tensor cores read as TF32 (the job's precision must be tf32: its tolerance, peers with TF32)
-MMA_SHAPES = {"f16": (16, 8, 16), "f32": (16, 8, 8)}
+# mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
+# mlir.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
+# precision must be tf32: its tolerance, peers with TF32)
+MMA_SHAPES = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "f32": (16, 8, 8)}
 MMA_M, MMA_N = 16, 8
 WARP_SIZE = 32
 MAX_THREADS = 1024
@@ -97,7 +98,7 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     operand = matmul.input_dtypes[0]
     if matmul.input_dtypes != [operand, operand] or operand not in MMA_SHAPES \
             or matmul.info.dtype not in ACCUMULATOR_BYTES:
-        raise ValueError(f"mma_sync takes f16 x f16 -> f16/f32 and (as TF32) f32 x f32 -> f32 matmuls; op "
+        raise ValueError(f"mma_sync takes f16 x f16 and bf16 x bf16 -> f16/f32 and (as TF32) f32 x f32 -> f32 matmuls; op "
                          f"{matmul.info.index} is {' x '.join(matmul.input_dtypes)} -> {matmul.info.dtype}")
     mma_k = MMA_SHAPES[operand][2]
     m, n, k = matmul.info.loop_ranges
