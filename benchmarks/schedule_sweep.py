@@ -50,7 +50,7 @@ TF32_VARIANTS = [
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
-    Variant("K64", "matmul", {"reduction_tile": 64}),
+    Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
 ]
 # v0 of a bf16 matmul: tensor cores as for f16 (through f16 fragments); the SIMT kernel it had before
 BF16_VARIANTS = [
@@ -66,11 +66,11 @@ SMALL_MATMUL_VARIANTS = [
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
                       for n in (128, 256, 512, 1024)]
-# v0: softmax in one row kernel, layernorm in a block reduction kernel per reduction, 512 threads per
-# row of 8192
+# v0: softmax in one row kernel of 1024 threads per row of 8192, layernorm in a block reduction kernel
+# of 512 threads per reduction
 ROW_VARIANTS = [
     Variant("a kernel per reduction", reductions="block"),
-    Variant("one row kernel, 1024 threads per row", "reduction", {"row_kernel": 1024}),
+    Variant("one row kernel, 512 threads per row", "reduction", {"row_kernel": 512}),
 ]
 # the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 56 pixels x 64 channels per
 # block, 8 channels x 4 pixels per thread, K steps of 9

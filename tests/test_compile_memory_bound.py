@@ -1,6 +1,7 @@
 """Structure of v0 for memory-bound models (elementwise chains, softmax, layernorm, row reductions):
 128-bit loads and stores in elementwise kernels, row reductions as one kernel each (a block per row,
-producers fused), reduction accumulators in registers (no store to global memory inside a loop),
+producers fused) or a softmax-like row pipeline as one row kernel, reduction accumulators in registers
+(no store to global memory inside a loop),
 kernel counts and launch shapes; and of the split reductions (partial and merge kernels) that v0 used
 before. Real torch-mlir, MLIR and ptxas."""
 from __future__ import annotations
@@ -250,15 +251,15 @@ def test_splits_whose_loops_fit_one_tile_compile(tmp_path, split, reduction_tile
 # block's threads, the elementwise ops computed again where they are read
 
 
-@pytest.mark.parametrize("name, rows, threads, reductions", [("softmax_large", 8192, 512, 2),
-                                                             ("layernorm_large", 8192, 512, 3),
-                                                             ("softmax", 512, 256, 2)])
+@pytest.mark.parametrize("name, rows, threads, reductions", [("softmax_large", 8192, 1024, 2),
+                                                             ("layernorm_large", 8192, 1024, 3),
+                                                             ("softmax", 512, 512, 2)])
 def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, rows, threads, reductions):
     """One launch, one block of `threads` per row; each reduction's partials and result in shared memory,
     none in per-thread memory (.local: a result merged by one thread and read by all would be wrong
     there); a barrier after each partial pass and after each of the merge's two steps (a warp, then one
     thread), one after the output pass; the output
-    written once, in 128-bit stores (16 or 8 columns per thread); no temporary the size of the input."""
+    written once, in 128-bit stores (8 columns per thread); no temporary the size of the input."""
     result, config, bodies, params = row_compiled[name]
     ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
     assert schedule.row_kernel == threads and result.kernel_count == 1
@@ -276,7 +277,7 @@ def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, row
 def test_v0_takes_row_kernels_for_pipelines_of_up_to_two_reductions(row_compiled, tmp_path):
     """softmax (two reductions) in one row kernel; layernorm (three) and a lone row sum keep a block
     reduction kernel per reduction."""
-    expected = {"softmax_large": [(0, 512)], "layernorm_large": [(512, 0)] * 3 + [(0, 0)],
+    expected = {"softmax_large": [(0, 1024)], "layernorm_large": [(512, 0)] * 3 + [(0, 0)],
                 "reduce_sum_large": [(512, 0)]}
     for name, shapes in expected.items():
         lower_model(str(MODELS[name]), str(tmp_path / name))
@@ -285,6 +286,7 @@ def test_v0_takes_row_kernels_for_pipelines_of_up_to_two_reductions(row_compiled
 
 
 @pytest.mark.parametrize("field, value, reason", [("row_kernel", 3, "must be 2..1024 and divide the 8192 columns"),
+                                                  ("row_kernel", 2048, "must be 2..1024"),
                                                   ("block_reduction", 256, "a row kernel takes no"),
                                                   ("block_tile", [2, 0], "a row kernel has block_tile [1, 0]")])
 def test_bad_row_kernels_fail_at_the_schedule_stage(row_compiled, tmp_path, field, value, reason):

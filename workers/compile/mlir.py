@@ -71,13 +71,19 @@ def stage_bf16_as_f16(kernel) -> bool:
     """convert-vector-to-gpu has no mma fragments for bf16 (mma.sync has m16n8k16 for it, as for f16):
     the kernel's bf16 operand tiles in shared memory are typed f16 (the same 16 bits, copied in through a
     vector.bitcast), so that the contractions reading them become ldmatrix + mma.sync on "f16" fragments,
-    whose mma_sync_on_bf16 then reads as bf16. Only where every use of such a tile is a vector transfer
-    (the staged copies and the fragment reads); returns whether the kernel was retyped."""
+    whose mma_sync_on_bf16 then reads as bf16. Only where every use of such a tile is a copy into it
+    (vector.transfer_write) or a read that only contractions take (no arithmetic ever sees the f16
+    typing); returns whether the kernel was retyped."""
     bf16, f16 = ir.BF16Type.get(), ir.F16Type.get()
     tiles = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a)
              and ir.MemRefType(a.results[0].type).element_type == bf16]
-    if not tiles or any(use.owner.name not in ("vector.transfer_read", "vector.transfer_write")
-                        for a in tiles for use in a.results[0].uses):
+
+    def staged(use) -> bool:
+        op = use.owner
+        return op.name == "vector.transfer_write" or op.name == "vector.transfer_read" and all(
+            u.owner.name == "vector.contract" for u in op.results[0].uses)
+
+    if not tiles or not all(staged(use) for a in tiles for use in a.results[0].uses):
         return False
     for alloc in tiles:
         old = ir.MemRefType(alloc.results[0].type)

@@ -637,8 +637,8 @@ ROW_KERNEL_MAX_REDUCTIONS = 2
 def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
                      max_reductions: int = ROW_KERNEL_MAX_REDUCTIONS) -> ScheduleParams:
     """A copy of `params` where each row pipeline (row_kernel_members) of at most `max_reductions`
-    reductions is one kernel of block_reduction_threads(columns) threads per row, its ops losing their
-    own schedules."""
+    reductions is one kernel of row_kernel_threads(columns) threads per row, its ops losing their own
+    schedules."""
     new = ScheduleParams.from_dict(params.to_dict())
     taken: set[int] = set()
     for f in reversed(facts):
@@ -650,9 +650,15 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
         columns = f.info.loop_ranges[1]
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
         new.ops.append(OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0],
-                                  vectorize=True, row_kernel=block_reduction_threads(columns)))
+                                  vectorize=True, row_kernel=row_kernel_threads(columns)))
     new.ops.sort(key=lambda s: s.op_index)
     return new
+
+
+def row_kernel_threads(columns: int) -> int:
+    """Threads per row of a v0 row kernel: 8 columns each, up to 1024 (softmax over rows of 8192 on the
+    H200: 1024 threads 178.6 us, 512 210.9 us, 256 339.4 us; schedule_sweep_h200.md runs 5 and 6)."""
+    return _largest_divisor_at_most(columns, max(min(columns // 8, MAX_THREADS), 1))
 
 
 def block_reduction_threads(extent: int) -> int:
@@ -984,7 +990,7 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
     """One kernel for a row pipeline: a block per row with every op fused into it (CSE then merges the
     copies that fusing a producer once per use makes); then, consumers first, the anchor over the
     block's threads and each reduction over them as a block reduction (partials in shared memory,
-    merged by one thread, the result in shared memory), each fusing the elementwise ops it reads
+    merged by a warp then one thread, the result in shared memory), each fusing the elementwise ops it reads
     (recomputed there, never stored). The ops are found again after CSE by a `farm.row_op` mark."""
     fills = [f"%{k}_fill{j}" for j in range(len(g.fills))]
     fill_of = {op: f"%{k}_fill{j}" for j, (op, _) in enumerate(g.fills)}
@@ -1023,7 +1029,6 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
     vectorized = []
     elementwise = [m for m in g.members if facts[m].info.iterator_types == ROW_LOOPS[0]]
     for d in [g.anchor, *reversed([m for m in g.members if m not in elementwise])]:
-        op = f"%op{d}" if d == g.anchor else find(d)
         if d == g.anchor:
             out.append(f"    %{k}_t{d}, %{k}_threads{d} = transform.structured.tile_using_forall %{k}_b num_threads "
                        f"[0, {s.row_kernel}] (mapping = [#gpu.thread<x>]) : ({ANY}) -> ({ANY}, {ANY})")
@@ -1031,7 +1036,7 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
         else:
             out += [
                 f"    %{k}_pfill{d}, %{k}_split{d}, %{k}_comb{d}, %{k}_threads{d} = "
-                f"transform.structured.tile_reduction_using_forall {op} reduction_dims = [1] by num_threads = "
+                f"transform.structured.tile_reduction_using_forall {find(d)} reduction_dims = [1] by num_threads = "
                 f"[0, {s.row_kernel}] tile_sizes = [0, 0] mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
                 f"    %{k}_pft{d}, %{k}_pf{d} = transform.structured.fuse_into_containing_op %{k}_pfill{d} into "
                 f"%{k}_threads{d} : ({ANY}, {ANY}) -> ({ANY}, {ANY})",
