@@ -1,7 +1,8 @@
 """Schedule parameters -> a Transform-dialect script (transform.mlir).
 
 Each kernel is one "group": an anchor op tiled to a grid of blocks and then to threads, with the
-fill that initialises it and (optionally) one producer fused into both levels. The script is
+fill that initialises it and (optionally) one producer fused into both levels (a row kernel: all the
+ops feeding its anchor). The script is
 generated against the payload after the pre-schedule pipeline and addresses ops by their position
 among the function's linalg ops.
 
@@ -9,9 +10,12 @@ A group whose schedule sets split_reduction launches twice: structured.split_red
 reduction into partial reductions (their own kernel, many threads per output) and a merge of the
 partials that takes the reduction's place in the group's kernel. A group whose schedule sets
 block_reduction instead stays one kernel: a block per output, its threads' partials in shared memory
-(structured.tile_reduction_using_forall), merged by one thread after the block's barrier; it can fuse
-its producer, and an elementwise producer that such a kernel and other consumers all read is computed
-again in each of them instead of being written to memory (recomputed_producers).
+(structured.tile_reduction_using_forall), merged by a warp and then one thread after the block's
+barriers; it can fuse its producer, and an elementwise producer that such a kernel and other consumers
+all read is computed again in each of them instead of being written to memory (recomputed_producers).
+A group whose schedule sets row_kernel is a whole row pipeline (softmax: max, sum of exponentials,
+divide) in one kernel, a block per row: its ops are fused into the block, then each reduction runs as a
+block reduction and the elementwise ops are computed again in the thread loops that read them.
 
 A conv whose schedule sets img2col becomes, right after the ops are split into handles, a gather and
 a matmul-like op (structured.convert_conv2d_to_img2col); its kernel tiles that matmul (the schedule's
