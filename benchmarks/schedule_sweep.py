@@ -40,12 +40,14 @@ MMA_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
     Variant("4 warps of 64x32", "matmul", {"thread_tile": [64, 32]}),
     Variant("64x64 block, 4 warps of 32x32", "matmul", {"block_tile": [64, 64], "thread_tile": [32, 32]}),
+    Variant("128x128 block (dynamic shared memory), 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
 ]
 # v0 of an f32 matmul in TF32: 128x64 blocks of four 64x32 warps, K steps of 16
 TF32_VARIANTS = [
     Variant("unstaged, K64", "matmul", {"promote_shared": False, "reduction_tile": 64}),
     Variant("K32", "matmul", {"reduction_tile": 32}),
     Variant("2 warps of 64x64", "matmul", {"thread_tile": [64, 64]}),
+    Variant("128x128 block (dynamic shared memory), 8 warps of 64x32", "matmul", {"block_tile": [128, 128]}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [

@@ -157,14 +157,11 @@ def test_staged_rows_are_an_odd_number_of_16_byte_chunks_apart(columns, element_
     ("matmul_f16", "block_tile", [64, 12], "block_tile [64, 12] must divide the output 256x256"),
     ("matmul_f16", "block_tile", [8, 8], "block_tile [8, 8] is no multiple of the 16x8 mma tile"),
     ("matmul_f16", "tensor_core", "wmma", "tensor_core must be 'none' or 'mma_sync'"),
-    ("matmul_f16", "reduction_tile", 64, "need more shared memory than 49152 bytes"),
 ])
 def test_tensor_cores_where_they_do_not_apply_fail_at_the_schedule_stage(jobs, job, field, value, reason):
     params = initial_params(str(jobs / job))
     op = params.ops[0].op_index
     params = apply_edit(params, ScheduleEdit(op, "tensor_core", "mma_sync"))
-    if field == "reduction_tile":  # 128x64 blocks: A and B tiles of 64-wide K steps beside the accumulator
-        params = apply_edit(params, ScheduleEdit(op, "promote_shared", True))
     shutil.rmtree(jobs / job / "v2", ignore_errors=True)
     result = compile_iteration(str(jobs / job), 2, apply_edit(params, ScheduleEdit(op, field, value)))
     assert not result.ok and result.stage == "schedule" and reason in result.error, result.error
@@ -204,3 +201,30 @@ def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
     assert "f16.f16" not in ptx and "ldmatrix.sync.aligned" in ptx
     assert k_loop_accumulators(job / "v0") == ["vector<2x2xf32>"] * 32
     assert LaunchConfig.from_json((job / "v0" / "config.json").read_text()).precision == "bf16"
+
+
+def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_path):
+    """128x128 blocks: the f32 accumulator tile alone is 64 KB, over what static .shared arrays get, so the
+    kernel's tiles become 128-byte-aligned views of one extern dynamic shared array and its launch asks
+    for their total (the measure worker allows the kernel that much before launching it)."""
+    job = tmp_path / "matmul4096_f16"
+    lower_model(str(BENCHMARKS / "matmul4096_f16.py"), str(job))
+    params = initial_params(str(job))
+    (s,) = [s for s in params.ops if s.tensor_core == "mma_sync"]
+    result = compile_iteration(str(job), 1, apply_edit(params, ScheduleEdit(s.op_index, "block_tile", [128, 128])))
+    assert result.ok, result.error
+    ptx = (job / "v1" / "kernels.ptx").read_text()
+    assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
+    assert not re.search(r"^\s*\.shared ", ptx, re.M), "no static shared arrays beside it"
+    (launch,) = LaunchConfig.from_json((job / "v1" / "config.json").read_text()).launches
+    # accumulator 128x128 f32, A 128x(32+8) f16, B 32x(128+8) f16
+    assert launch.shared_bytes == 128 * 128 * 4 + 128 * 40 * 2 + 32 * 136 * 2 > 48 * 1024
+    assert ptx.count("mma.sync.aligned.m16n8k16") == 64 and launch.block == [128, 1, 1]
+    # past the 227 KB a block of the H200 gets: the accumulator tile alone, or with the staged A and B tiles
+    too_big = apply_edit(params, ScheduleEdit(s.op_index, "block_tile", [256, 256]))
+    refused = compile_iteration(str(job), 2, too_big)
+    assert not refused.ok and refused.stage == "schedule" and "over 232448" in refused.error
+    too_big = apply_edit(apply_edit(params, ScheduleEdit(s.op_index, "block_tile", [128, 128])),
+                         ScheduleEdit(s.op_index, "reduction_tile", 512))
+    refused = compile_iteration(str(job), 3, too_big)
+    assert not refused.ok and "need more shared memory than 232448 bytes" in refused.error

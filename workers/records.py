@@ -195,12 +195,17 @@ class KernelArg(JsonRecord):
     value: float | int | None = None
 
 
+# the most shared memory a kernel gets as static .shared arrays; past it, dynamic shared memory that the
+# kernel must be allowed before its launch (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES)
+STATIC_SHARED_BYTES = 48 * 1024
+
+
 @dataclass
 class KernelLaunch(JsonRecord):
     kernel: str  # PTX entry name
     grid: list[int]
     block: list[int]
-    shared_bytes: int
+    shared_bytes: int  # dynamic shared memory
     args: list[KernelArg]
 
 

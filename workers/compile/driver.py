@@ -86,6 +86,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.run_pipeline(module, pipeline.post_schedule)
         mlir.run_on_contracting_kernels(module, pipeline.tensor_cores)
         mlir.pad_staged_tiles(module, padded_columns)
+        mlir.large_shared_to_dynamic(module)
         mlir.sync_after_block_loops(module)
         write_text(os.path.join(vdir, "gpu.mlir"), str(module))
         result.stage = "host-check"

@@ -6,6 +6,7 @@ model_linalg.mlir on goes through the upstream bindings shipped in numba-cuda-ml
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Callable, Iterator
 
 from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401  (re-exported)
@@ -14,6 +15,8 @@ from numba_cuda_mlir._mlir.dialects import gpu as gpu_dialect
 from numba_cuda_mlir._mlir.dialects import memref as memref_dialect
 from numba_cuda_mlir._mlir.dialects import vector as vector_dialect
 from numba_cuda_mlir._mlir.dialects.transform import interpreter
+
+from workers.records import STATIC_SHARED_BYTES
 
 
 class MlirError(Exception):
@@ -223,6 +226,83 @@ def pad_staged_tiles(module: ir.Module, padded_columns: Callable[[int, int], int
                 wide.result, [], [], [], [0, 0], [rows, columns], [1, 1])
         alloc.results[0].replace_all_uses_with(view.result)
         alloc.erase()
+
+
+SHARED_ALIGNMENT = 128  # bytes between the starts of two tiles in dynamic shared memory
+# gpu.launch_func's operand groups, in order (its operandSegmentSizes)
+LAUNCH_SEGMENTS = ["asyncDependencies", "gridSizeX", "gridSizeY", "gridSizeZ", "blockSizeX", "blockSizeY",
+                   "blockSizeZ", "clusterSizeX", "clusterSizeY", "clusterSizeZ", "dynamicSharedMemorySize",
+                   "kernelOperands", "asyncObject"]
+
+
+def _bytes(memref_type: ir.MemRefType) -> int:
+    return math.prod(memref_type.shape) * memref_type.element_type.width // 8
+
+
+def large_shared_to_dynamic(module: ir.Module) -> None:
+    """A kernel whose shared tiles (workgroup allocations) need more than STATIC_SHARED_BYTES gets them
+    as views of its dynamic shared memory (an extern .shared array), each SHARED_ALIGNMENT-aligned,
+    and its launch asks for their total (dynamicSharedMemorySize; the measure worker lets the kernel use
+    more than 48 KB). Run it before the launches are read (host.LaunchSequence)."""
+    for kernel in _kernel_ops(module, "gpu.func"):
+        tiles = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a)]
+        if sum(_bytes(ir.MemRefType(a.results[0].type)) for a in tiles) <= STATIC_SHARED_BYTES:
+            continue
+        memory = _dynamic_shared_memory(kernel)
+        offset = 0
+        for alloc in tiles:
+            tile = ir.MemRefType(alloc.results[0].type)
+            with ir.InsertionPoint(alloc), alloc.location:
+                shift = arith_dialect.ConstantOp(ir.IndexType.get(), offset).result
+                view = memref_dialect.ViewOp(tile, memory, shift, [])
+            alloc.results[0].replace_all_uses_with(view.result)
+            alloc.erase()
+            offset += -(-_bytes(tile) // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+        _set_launch_shared_bytes(module, kernel, offset)
+
+
+DYNAMIC_SHARED = "__farm_dynamic_shared"
+
+
+def _dynamic_shared_memory(kernel) -> ir.Value:
+    """The kernel's dynamic shared memory as a memref<?xi8>: an external zero-length .shared array
+    (gpu.dynamic_shared_memory's is internal, which the NVPTX back end demotes to one static byte)."""
+    workgroup = ir.Attribute.parse(WORKGROUP)
+    i8 = ir.IntegerType.get_signless(8)
+    declared = ir.MemRefType.get([0], i8, memory_space=workgroup)
+    gpu_module = kernel.parent
+    if not any(op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == DYNAMIC_SHARED
+               for op in gpu_module.regions[0].blocks[0].operations):
+        with ir.InsertionPoint.at_block_begin(gpu_module.regions[0].blocks[0]), kernel.location:
+            memref_dialect.GlobalOp(DYNAMIC_SHARED, ir.TypeAttr.get(declared), alignment=16)
+    with ir.InsertionPoint.at_block_begin(kernel.regions[0].blocks[0]), kernel.location:
+        array = memref_dialect.GetGlobalOp(declared, DYNAMIC_SHARED).result
+        return memref_dialect.CastOp(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], i8, memory_space=workgroup),
+                                     array).result
+
+
+def _set_launch_shared_bytes(module: ir.Module, kernel, size: int) -> None:
+    """Give every launch of `kernel` (an outlined gpu.func) `size` bytes of dynamic shared memory."""
+    gpu_module = kernel.parent
+    target = f"@{ir.StringAttr(gpu_module.attributes['sym_name']).value}::@{ir.StringAttr(kernel.attributes['sym_name']).value}"
+    for launch in _ops_named(main_func(module), "gpu.launch_func"):
+        if str(launch.attributes["kernel"]) != target:
+            continue
+        counts = list(ir.DenseI32ArrayAttr(launch.attributes["operandSegmentSizes"]))
+        at = LAUNCH_SEGMENTS.index("dynamicSharedMemorySize")
+        start = sum(counts[:at])
+        operands = list(launch.operands)
+        with ir.InsertionPoint(launch), launch.location:
+            bytes_ = arith_dialect.ConstantOp(ir.IntegerType.get_signless(32), size).result
+            operands[start:start + counts[at]] = [bytes_]
+            counts[at] = 1
+            attributes = {launch.attributes[i].name: launch.attributes[i].attr for i in range(len(launch.attributes))}
+            attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(counts)
+            sized = ir.Operation.create("gpu.launch_func", results=[r.type for r in launch.results],
+                                        operands=operands, attributes=attributes)
+        for old, new in zip(launch.results, sized.results):
+            old.replace_all_uses_with(new)
+        launch.erase()
 
 
 WORKGROUP_WRITES = ("vector.store", "vector.transfer_write", "memref.store")

@@ -31,7 +31,9 @@ MMA_SHAPES = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "f32": (16, 8, 8)}
 MMA_M, MMA_N = 16, 8
 WARP_SIZE = 32
 MAX_THREADS = 1024
-STATIC_SHARED_BYTES = 48 * 1024  # the most a kernel gets without opting in to dynamic shared memory
+# the most shared memory a block of an H100/H200 gets; over 48 KB its tiles are dynamic shared memory
+# (mlir.large_shared_to_dynamic)
+MAX_SHARED_BYTES = 227 * 1024
 ACCUMULATOR_BYTES = {"f32": 4, "f16": 2}
 EPILOGUE_VECTOR = 4  # accumulator elements per epilogue vector
 
@@ -119,15 +121,15 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     if plan.threads > MAX_THREADS:
         raise ValueError(f"{math.prod(plan.warps)} warps ({plan.threads} threads) per block exceed {MAX_THREADS}")
     shared = math.prod(block) * ACCUMULATOR_BYTES[plan.accumulator] if epilogue else 0
-    if shared > STATIC_SHARED_BYTES:
+    if shared > MAX_SHARED_BYTES:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
-                         f"{shared} bytes of shared memory, over {STATIC_SHARED_BYTES}")
+                         f"{shared} bytes of shared memory, over {MAX_SHARED_BYTES}")
     row = ELEMENT_BYTES[operand]
     staged = (block[0] * padded_columns(k_step, row) + k_step * padded_columns(block[1], row)) * row \
         if s.promote_shared else 0
-    if shared + staged > STATIC_SHARED_BYTES:
+    if shared + staged > MAX_SHARED_BYTES:
         raise ValueError(f"promote_shared: the A and B tiles of a K step ({staged} bytes) and the accumulator "
-                         f"tile ({shared} bytes) need more shared memory than {STATIC_SHARED_BYTES} bytes")
+                         f"tile ({shared} bytes) need more shared memory than {MAX_SHARED_BYTES} bytes")
     return plan
 
 

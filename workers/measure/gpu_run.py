@@ -18,7 +18,7 @@ from workers.jsonrecord import JsonRecord
 from workers.layout import version_dir
 from workers.measure.launch import (DEVICE_MALLOC_HINT, TORCH_DTYPES, calls_device_malloc, check_config,
                                     model_file, pack_args)
-from workers.records import LaunchConfig, Timing
+from workers.records import STATIC_SHARED_BYTES, LaunchConfig, Timing
 
 # How the parent starts this module (ncu wraps the same command with --once).
 COMMAND = [sys.executable, "-m", "workers.measure.gpu_run"]
@@ -108,6 +108,9 @@ class Runner:
         pointers = {name: t.data_ptr() for name, t in self.buffers.items()}
         self.launches = [(module.get_function(l.kernel), tuple(l.block), tuple(l.grid), l.shared_bytes,
                           pack_args(l, pointers)) for l in self.config.launches]
+        for fn, _, _, shared, _ in self.launches:
+            if shared > STATIC_SHARED_BYTES:  # a kernel opts in to more than 48 KB of dynamic shared memory
+                fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
 
     def _allocate(self) -> dict:
         import torch
