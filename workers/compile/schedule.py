@@ -2,9 +2,8 @@
 
 Each kernel is one "group": an anchor op tiled to a grid of blocks and then to threads, with the
 fill that initialises it and (optionally) one producer fused into both levels (a row kernel: all the
-ops feeding its anchor). The script is
-generated against the payload after the pre-schedule pipeline and addresses ops by their position
-among the function's linalg ops.
+ops feeding its anchor). The script is generated against the payload after the pre-schedule pipeline
+and addresses ops by their position among the function's linalg ops.
 
 A group whose schedule sets split_reduction launches twice: structured.split_reduction turns its
 reduction into partial reductions (their own kernel, many threads per output) and a merge of the
@@ -34,8 +33,8 @@ from dataclasses import dataclass, field
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
-from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator, emit_staged_copies,
-                                        plan_mma)
+from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
+                                        emit_staged_copies, plan_mma)
 from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit,
                              ScheduleParams, default_split_factor, img2col_aligned, img2col_alignments,
                              img2col_op as records_img2col_op, reduction_extents)
@@ -316,7 +315,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
 # 1.43x over 8 and 32 1.10x over 16 (benchmarks/results/schedule_sweep_h200.md runs 4 and 5)
 V0_MATMUL_K_TILES = (32, 16, V0_REDUCTION_TILE)
 # a SIMT matmul grid of fewer blocks than the H200's SMs leaves SMs idle: smaller blocks with 2x2
-# outputs per thread then (the zoo's MLP: 2.0-2.1x over 64x64 blocks of 4x4, same run)
+# outputs per thread then (the zoo's MLP: 2.0-2.1x over 64x64 blocks of 4x4, schedule_sweep_h200.md runs 4-5)
 MIN_GRID_BLOCKS = 132
 SMALL_GRID_TILES = [((32, 32), (2, 2)), ((16, 32), (2, 2))]
 
@@ -340,8 +339,8 @@ def _fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
 
 # v0 tensor-core tiles by operand type, the first that the kernel takes: (block tile, warp tile, K step,
 # A/B staged in shared memory). Measured fastest on the H200 (benchmarks/results/schedule_sweep_h200.md
-# run 3): f16 in two warps of 64x64 (1.25x over four of 64x32) with K steps of 32, TF32 with K steps of
-# 16; the unstaged tiles are for kernels that staging does not fit.
+# runs 3-4): f16 in two warps of 64x64 (1.25x over four of 64x32) with K steps of 32, TF32 with K steps of
+# 16; bf16 as f16 (run 6); the unstaged tiles are for kernels that staging does not fit.
 _UNSTAGED_MMA_TILES = [((128, 64), (64, 32), 64, False), ((128, 64), (64, 32), 32, False),
                        ((64, 64), (32, 32), 32, False), ((64, 64), (32, 32), 16, False), ((32, 32), (16, 16), 16, False)]
 _F16_MMA_TILES = [((128, 64), (64, 64), 32, True), ((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]

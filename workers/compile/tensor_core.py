@@ -204,7 +204,6 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
 
 
 LOAD_BYTES = 16  # one 128-bit global load when staging operand tiles
-BANK_LINE_BYTES = 128  # shared memory: 32 banks of 4 bytes
 
 
 def padded_columns(columns: int, element_bytes: int) -> int:
