@@ -190,10 +190,8 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
             if members is None:
                 raise ScheduleError(f"op {i}: row_kernel needs an elementwise op over [rows, columns] fed only by "
                                     "row reductions and elementwise ops over the same rows and columns")
-            fills = [(m, facts[m].n_inputs) for m in [*members, i] if facts[m].init_producer is not None
-                     and facts[facts[m].init_producer].info.family == "fill"]
             fused.update([i, *members])
-            groups.append(Group(anchor=i, producer=None, fills=fills, members=members))
+            groups.append(Group(anchor=i, producer=None, fills=_fills_of([*members, i], facts), members=members))
             continue
         # a split reduction reads its input through a reshape that producer fusion cannot cross: its
         # producer gets a kernel of its own
@@ -204,12 +202,17 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
                         and (facts[p].single_use and p not in fused or p in shared):
                     producer = p
                     break
-        # a fill shared by several ops is cloned into each of them
-        fills = [(c.info.index, c.n_inputs) for c in [f] + ([facts[producer]] if producer is not None else [])
-                 if c.init_producer is not None and facts[c.init_producer].info.family == "fill"]
         fused.update([i] + ([producer] if producer is not None else []))
-        groups.append(Group(anchor=i, producer=producer, fills=fills))
+        groups.append(Group(anchor=i, producer=producer, fills=_fills_of([i] + ([producer] if producer is not None
+                                                                              else []), facts)))
     return list(reversed(groups))
+
+
+def _fills_of(ops: list[int], facts: list[LinalgOpFacts]) -> list[tuple[int, int]]:
+    """(op, operand index of its init) of each of `ops` whose init is a fill: a fill shared by several
+    ops is cloned into each of them."""
+    return [(m, facts[m].n_inputs) for m in ops
+            if facts[m].init_producer is not None and facts[facts[m].init_producer].info.family == "fill"]
 
 
 ROW_LOOPS = (["parallel", "parallel"], ["parallel", "reduction"])  # an elementwise op, a row reduction
@@ -222,16 +225,10 @@ def row_kernel_members(anchor: int, facts: list[LinalgOpFacts]) -> list[int] | N
     op = facts[anchor].info
     if op.family != "elementwise" or op.iterator_types != ROW_LOOPS[0]:
         return None
-    members, todo = set(), [anchor]
-    while todo:
-        for p in facts[todo.pop()].operand_producers:
-            if p is None or p in members:
-                continue
-            member = facts[p].info
-            if member.loop_ranges != op.loop_ranges or member.iterator_types not in ROW_LOOPS:
-                return None
-            members.add(p)
-            todo.append(p)
+    members = _feeding(anchor, facts)
+    if any(facts[m].info.loop_ranges != op.loop_ranges or facts[m].info.iterator_types not in ROW_LOOPS
+           for m in members):
+        return None
     group = members | {anchor}
     if any(p in members and f.info.index not in group for f in facts for p in f.operand_producers):
         return None
@@ -951,15 +948,7 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
            + (f", fused producer op {g.producer}" if g.producer is not None else "")]
     # the block level as for any kernel (thread_tile is all 0: no thread forall there)
     out += _emit_tiles(kernel, k, f"%op{g.anchor}", members, s, op)
-    threads = [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))]
-    out += [
-        f"    %{k}_pfill, %{k}_split, %{k}_comb, %{k}_tf = transform.structured.tile_reduction_using_forall %{k}_b "
-        f"reduction_dims = [{r}] by num_threads = {_ints(threads)} tile_sizes = {_ints([0] * len(threads))} "
-        f"mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
-        # each thread initialises its own partial (a fill left in the block would race with the forall)
-        f"    %{k}_pft, %{k}_tf0 = transform.structured.fuse_into_containing_op %{k}_pfill into %{k}_tf "
-        f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
-    ]
+    out += _emit_partials(k, f"%{k}_b", [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))], r)
     vectorized = [f"%{k}_pft"]
     if g.producer is not None:
         out.append(f"    %{k}_prt, %{k}_tf1 = transform.structured.fuse_into_containing_op %{k}_m0b into %{k}_tf0 "
@@ -1037,16 +1026,10 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
                        f"[0, {s.row_kernel}] (mapping = [#gpu.thread<x>]) : ({ANY}) -> ({ANY}, {ANY})")
             vectorized.append(f"%{k}_t{d}")
         else:
-            out += [
-                f"    %{k}_pfill{d}, %{k}_split{d}, %{k}_comb{d}, %{k}_threads{d} = "
-                f"transform.structured.tile_reduction_using_forall {find(d)} reduction_dims = [1] by num_threads = "
-                f"[0, {s.row_kernel}] tile_sizes = [0, 0] mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
-                f"    %{k}_pft{d}, %{k}_pf{d} = transform.structured.fuse_into_containing_op %{k}_pfill{d} into "
-                f"%{k}_threads{d} : ({ANY}, {ANY}) -> ({ANY}, {ANY})",
-            ]
-            merge, handles = _emit_merge(f"{k}{d}", f"%{k}_comb{d}", s.row_kernel, 1, 1)
+            out += _emit_partials(f"{k}{d}", find(d), [0, s.row_kernel], 1)
+            merge, handles = _emit_merge(f"{k}{d}", f"%{k}{d}_comb", s.row_kernel, 1, 1)
             out += merge
-            vectorized += [f"%{k}_pft{d}", f"%{k}_split{d}", *handles]
+            vectorized += [f"%{k}{d}_pft", f"%{k}{d}_split", *handles]
             if d in fill_of:
                 fill = find(f"f{d}")
                 out.append(f"    %{k}_ft{d}, %{k}_ff{d} = transform.structured.fuse_into_containing_op {fill} into "
@@ -1054,8 +1037,8 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
                 vectorized.append(f"%{k}_ft{d}")
         # the elementwise ops it reads, consumers first: a copy of each in its thread forall, marked
         # done so that the next search finds only the block's original
-        containing = f"%{k}_threads{d}"
-        for j, m in enumerate(reversed(_elementwise_inputs(d, elementwise, facts))):
+        containing = f"%{k}_threads{d}" if d == g.anchor else f"%{k}{d}_tf0"
+        for j, m in enumerate(sorted(_feeding(d, facts, lambda p: p in elementwise), reverse=True)):
             out += [f"    %{k}_e{d}_{m}, %{k}_threads{d}_{j} = transform.structured.fuse_into_containing_op {find(m)} into "
                     f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})",
                     f"    transform.annotate %{k}_e{d}_{m} \"{ROW_OP}\" = %{k}_done : {ANY}, !transform.param<i64>"]
@@ -1069,15 +1052,30 @@ def _mark(m: int | str) -> int:
     return int(m[1:]) + 1_000_000 if isinstance(m, str) else m
 
 
-def _elementwise_inputs(op: int, elementwise: list[int], facts: list[LinalgOpFacts]) -> list[int]:
-    """The elementwise members that `op` reads, directly or through other elementwise members (payload order)."""
+def _feeding(op: int, facts: list[LinalgOpFacts], through=lambda p: True) -> set[int]:
+    """The ops whose results `op` reads, directly or through each other, taking only those `through` accepts."""
     found, todo = set(), [op]
     while todo:
         for p in facts[todo.pop()].operand_producers:
-            if p in elementwise and p not in found:
+            if p is not None and p not in found and through(p):
                 found.add(p)
                 todo.append(p)
-    return sorted(found)
+    return found
+
+
+def _emit_partials(p: str, target: str, threads: list[int], reduction_dim: int) -> list[str]:
+    """The first step of a block reduction of `target`: `threads` (per loop; the reduction loop's entry
+    non-zero) each reduce a contiguous run of it into a block-local tensor of partials, each thread
+    initialising its own partial (a fill left in the block would race with the forall). Handles:
+    %{p}_split (the partial reduction), %{p}_comb (what combines the partials), %{p}_pft (the partials'
+    fill) and %{p}_tf0 (the threads' forall)."""
+    return [
+        f"    %{p}_pfill, %{p}_split, %{p}_comb, %{p}_tf = transform.structured.tile_reduction_using_forall {target} "
+        f"reduction_dims = [{reduction_dim}] by num_threads = {_ints(threads)} tile_sizes = {_ints([0] * len(threads))} "
+        f"mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
+        f"    %{p}_pft, %{p}_tf0 = transform.structured.fuse_into_containing_op %{p}_pfill into %{p}_tf "
+        f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
+    ]
 
 
 MERGE_THREADS = 32  # one warp merges a block reduction's partials, in two steps
@@ -1096,15 +1094,9 @@ def _emit_merge(k: str, comb: str, partials: int, n_parallel: int, position: int
     if threads > 1 and partials // threads > 1:
         spread = [0] * (n_parallel + 1)
         spread[position] = threads
-        out += [
-            f"    %{k}_mfill, %{k}_msplit, %{k}_mcomb, %{k}_mf = transform.structured.tile_reduction_using_forall "
-            f"{comb} reduction_dims = [{position}] by num_threads = {_ints(spread)} tile_sizes = {_ints([0] * len(spread))} "
-            f"mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
-            f"    %{k}_mfillt, %{k}_mf0 = transform.structured.fuse_into_containing_op %{k}_mfill into %{k}_mf "
-            f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
-        ]
-        vectorized += [f"%{k}_mfillt", f"%{k}_msplit"]
-        comb = f"%{k}_mcomb"
+        out += _emit_partials(f"{k}_m", comb, spread, position)
+        vectorized += [f"%{k}_m_pft", f"%{k}_m_split"]
+        comb = f"%{k}_m_comb"
     out.append(f"    %{k}_ct, %{k}_cf = transform.structured.tile_using_forall {comb} num_threads {_ints(one)} "
                f"(mapping = [{_mapping('thread', n_parallel)}]) : ({ANY}) -> ({ANY}, {ANY})")
     return out, [*vectorized, f"%{k}_ct"]
