@@ -297,3 +297,23 @@ def test_bad_row_kernels_fail_at_the_schedule_stage(row_compiled, tmp_path, fiel
     setattr(bad.ops[0], field, value)
     r = compile_iteration(str(job), 1, bad)
     assert not r.ok and r.stage == "schedule" and reason in r.error, r.error
+
+
+def test_block_reductions_over_a_leading_dim_merge_in_two_steps(tmp_path):
+    """softmax over dim 0: its reductions reduce the leading loop ([reduction, parallel]); their partials
+    are still combined along the combining op's last loop, by a warp and then one thread."""
+    model = tmp_path / "softmax_dim0.py"
+    model.write_text(MODELS["softmax"].read_text().replace("dim=-1", "dim=0"))
+    job = tmp_path / "softmax_dim0"
+    lower_model(str(model), str(job))
+    facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
+    params = initial_params_for(facts)
+    threads = [s.block_reduction for s in params.ops if s.block_reduction]
+    assert threads == [128, 128]
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, result.error
+    config = json.loads((job / "v0" / "config.json").read_text())
+    bodies = kernels_of((job / "v0" / "kernels.ptx").read_text())
+    reductions = [bodies[launch["kernel"]] for launch in config["launches"] if launch["block"] == [128, 1, 1]]
+    assert len(reductions) == 2
+    assert all(shared_bytes(body) == (128 + MERGE_THREADS) * 4 for body in reductions)

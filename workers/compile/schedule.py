@@ -1092,9 +1092,9 @@ def _emit_merge(k: str, comb: str, partials: int, n_parallel: int, position: int
     one.insert(position, 0)
     out, vectorized = [], []
     if threads > 1 and partials // threads > 1:
-        spread = [0] * (n_parallel + 1)
-        spread[position] = threads
-        out += _emit_partials(f"{k}_m", comb, spread, position)
+        # the combining op's loops: the outputs', then the partials' (its reduction), whatever `position`
+        spread = [0] * n_parallel + [threads]
+        out += _emit_partials(f"{k}_m", comb, spread, n_parallel)
         vectorized += [f"%{k}_m_pft", f"%{k}_m_split"]
         comb = f"%{k}_m_comb"
     out.append(f"    %{k}_ct, %{k}_cf = transform.structured.tile_using_forall {comb} num_threads {_ints(one)} "
