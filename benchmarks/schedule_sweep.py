@@ -32,22 +32,27 @@ class Variant:
     fields: dict = field(default_factory=dict)
     block_reductions: int = 0  # threads per row; 0: as the template has them
     reductions: str = "rows"  # the v0 template's mode of row reductions (schedule.initial_params_for)
+    row_kernel_reductions: int = 0  # row pipelines of up to this many reductions become row kernels
 
 
-# v0 of an f16 matmul: 128x64 blocks of two 64x64 warps, A/B staged in shared memory per K step of 32
+# v0 of an f16 matmul: 128x64 blocks of two 64x64 warps, A/B staged in shared memory per K step of 32,
+# filled by cp.async 3 steps ahead (pipeline_depth 3)
 MMA_VARIANTS = [
-    Variant("unstaged, K64", "matmul", {"promote_shared": False, "reduction_tile": 64}),
-    Variant("K16", "matmul", {"reduction_tile": 16}),
-    Variant("4 warps of 64x32", "matmul", {"thread_tile": [64, 32]}),
-    Variant("64x64 block, 4 warps of 32x32", "matmul", {"block_tile": [64, 64], "thread_tile": [32, 32]}),
-    Variant("128x128 block (dynamic shared memory), 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
+    Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
+    Variant("unstaged, K64", "matmul", {"promote_shared": False, "pipeline_depth": 0, "reduction_tile": 64}),
+    Variant("cp.async, 2 stages", "matmul", {"pipeline_depth": 2}),
+    Variant("cp.async, 4 stages", "matmul", {"pipeline_depth": 4}),
+    Variant("cp.async, 2 stages, K64", "matmul", {"pipeline_depth": 2, "reduction_tile": 64}),
+    Variant("cp.async, 3 stages, K64", "matmul", {"reduction_tile": 64}),
+    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
+    Variant("64x64 block, 2 warps of 32x64", "matmul", {"block_tile": [64, 64], "thread_tile": [32, 64]}),
 ]
-# v0 of an f32 matmul in TF32: 128x64 blocks of four 64x32 warps, K steps of 16
+# v0 of an f32 matmul in TF32: 128x64 blocks of four 64x32 warps, K steps of 32, cp.async 3 steps ahead
 TF32_VARIANTS = [
-    Variant("unstaged, K64", "matmul", {"promote_shared": False, "reduction_tile": 64}),
-    Variant("K32", "matmul", {"reduction_tile": 32}),
+    Variant("synchronous staging, K16", "matmul", {"pipeline_depth": 0, "reduction_tile": 16}),
+    Variant("cp.async, 2 stages", "matmul", {"pipeline_depth": 2}),
+    Variant("cp.async, 4 stages", "matmul", {"pipeline_depth": 4}),
     Variant("2 warps of 64x64", "matmul", {"thread_tile": [64, 64]}),
-    Variant("128x128 block (dynamic shared memory), 8 warps of 64x32", "matmul", {"block_tile": [128, 128]}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [
@@ -72,7 +77,8 @@ REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reduct
 # of 512 threads per reduction
 ROW_VARIANTS = [
     Variant("a kernel per reduction", reductions="block"),
-    Variant("one row kernel, 512 threads per row", "reduction", {"row_kernel": 512}),
+    Variant("one row kernel, 512 threads per row", "reduction", {"row_kernel": 512}, row_kernel_reductions=3),
+    Variant("one row kernel, 1024 threads per row", "reduction", {"row_kernel": 1024}, row_kernel_reductions=3),
 ]
 # the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 56 pixels x 64 channels per
 # block, 8 channels x 4 pixels per thread, K steps of 9
@@ -111,11 +117,13 @@ SWEEPS = {
 def variant_params(job: str, variant: Variant, tf32: bool = False):
     from workers.compile.analysis import analyze
     from workers.compile.pipeline import default_pipeline
-    from workers.compile.schedule import initial_params_for
+    from workers.compile.schedule import initial_params_for, with_row_kernels
     from workers.layout import LINALG_FILE
 
     facts = analyze(Path(job, LINALG_FILE).read_text(), default_pipeline("sm_90a").pre_schedule)
     params = initial_params_for(facts, tf32=tf32, reductions=variant.reductions)
+    if variant.row_kernel_reductions:
+        params = with_row_kernels(params, facts, variant.row_kernel_reductions)
     for s in params.ops:
         if s.block_reduction and variant.block_reductions:
             s.block_reduction = variant.block_reductions

@@ -15,7 +15,7 @@ import pytest
 from workers.compile import compile_iteration
 from workers.compile.analysis import analyze
 from workers.compile.pipeline import default_pipeline
-from workers.compile.schedule import MERGE_THREADS, initial_params_for, with_row_kernels
+from workers.compile.schedule import MERGE_THREADS, initial_params_for
 from workers.frontend import lower_model
 
 ROOT = Path(__file__).parent.parent
@@ -38,8 +38,6 @@ def _compile_all(out: Path, names, reductions: str) -> dict:
         lower_model(str(MODELS[name]), str(job))
         facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
         params = initial_params_for(facts, reductions=reductions)
-        if reductions == "rows":  # layernorm's three reductions too (v0 keeps a kernel per reduction there)
-            params = with_row_kernels(params, facts, max_reductions=3)
         result = compile_iteration(str(job), 0, params)
         assert result.ok, f"{name}: {result.stage}: {result.error}"
         config = json.loads((job / "v0" / "config.json").read_text())
@@ -274,10 +272,10 @@ def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, row
     assert len(big) == 2  # the input and the output
 
 
-def test_v0_takes_row_kernels_for_pipelines_of_up_to_two_reductions(row_compiled, tmp_path):
-    """softmax (two reductions) in one row kernel; layernorm (three) and a lone row sum keep a block
-    reduction kernel per reduction."""
-    expected = {"softmax_large": [(0, 1024)], "layernorm_large": [(512, 0)] * 3 + [(0, 0)],
+def test_v0_takes_row_kernels_for_pipelines_of_up_to_three_reductions(row_compiled, tmp_path):
+    """softmax (two reductions) and layernorm (three) in one row kernel each; a lone row sum keeps a
+    block reduction kernel."""
+    expected = {"softmax_large": [(0, 1024)], "layernorm_large": [(0, 1024)],
                 "reduce_sum_large": [(512, 0)]}
     for name, shapes in expected.items():
         lower_model(str(MODELS[name]), str(tmp_path / name))

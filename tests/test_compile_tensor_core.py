@@ -1,8 +1,8 @@
 """Tensor cores from the schedule: an f16 matmul compiles to mma.sync that ptxas accepts, and a
 tensor_core schedule the kernel cannot take fails at the schedule stage with the reason.
 
-v0 of an f16 matmul kernel uses tensor cores (128x64 blocks of four 64x32 warps, A and B tiles of
-K steps of 32 staged in shared memory), also
+v0 of an f16 matmul kernel uses tensor cores (128x64 blocks of two 64x64 warps, A and B tiles of
+K steps of 32 staged in shared memory, three buffers each filled by cp.async), also
 where the epilogue is only the f32->f16 cast (a @ b in f16, benchmarks/models/matmul4096_f16.py): the
 epilogue works on rows of 1-D vectors, which convert-vector-to-gpu leaves alone (a 2-D chain of one
 truncf it took for MMA fragments and failed on: "unhandled vector to mma type: arith.truncf").
@@ -51,8 +51,8 @@ def mma_params(job: Path, block_tile=(64, 64), thread_tile=(32, 32), reduction_t
 def test_v0_of_an_f16_matmul_is_on_tensor_cores(jobs):
     job = jobs / "matmul_f16"
     (s,) = initial_params(str(job)).ops
-    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile, s.promote_shared) == \
-        ("mma_sync", [128, 64], [64, 64], 32, True)
+    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile, s.promote_shared, s.pipeline_depth) == \
+        ("mma_sync", [128, 64], [64, 64], 32, True, 3)
     assert initial_params(str(jobs / "elementwise_chain")).ops[0].tensor_core == "none"
 
 
@@ -70,7 +70,8 @@ def test_a_thread_tile_that_is_no_warp_tile_gets_one(jobs):
 
 
 def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
-    """a @ b in f16 (matmul f16 x f16 -> f32, then a truncf-only epilogue), v0 at 4096^3."""
+    """a @ b in f16 (matmul f16 x f16 -> f32, then a truncf-only epilogue), v0 at 4096^3: the staged A
+    and B tiles in three buffers each, filled by cp.async while the warps compute on another."""
     job = tmp_path / "matmul4096_f16"
     lower_model(str(BENCHMARKS / "matmul4096_f16.py"), str(job))
     result = compile_iteration(str(job), 0, initial_params(str(job)))
@@ -78,10 +79,22 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     ptx = (job / "v0" / "kernels.ptx").read_text()
     # a 64x64 warp tile is 4x8 mma tiles, twice per 32-wide K step
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 64
-    assert ".shared .align 64 .b8 __farm_shared_0[32768]" in ptx, "the 128x64 f32 accumulator tile"
     assert "ldmatrix.sync.aligned" in ptx, "A and B fragments from the staged tiles"
-    # the 4x8 fragments of 16x8 f32 that the K loop carries (none re-read from shared memory)
-    assert k_loop_accumulators(job / "v0") == ["vector<2x2xf32>"] * 32
+    # 64 threads copy A (128x32) and B (32x64) in 16-byte pieces: 12 each per K step, for the steps
+    # 0-2 before the K loop and for step i+3 in it (predicated off past the last step)
+    assert ptx.count("cp.async.cg.shared.global") + ptx.count("cp.async.ca.shared.global") == 4 * 12
+    assert "ld.global.v4" not in ptx, "no synchronous copies left"
+    # two groups per step (A, B): the waits at step i let the 4 groups of steps i+1 and i+2 stay in flight
+    assert ptx.count("cp.async.commit_group") == 4 * 2 and ptx.count("cp.async.wait_group \t4;") == 2
+    # the 4x8 fragments of 16x8 f32 that the K loop carries (none re-read from shared memory), beside
+    # the cp.async tokens of the steps in flight
+    carried = k_loop_accumulators(job / "v0")
+    assert [t for t in carried if t.startswith("vector")] == ["vector<2x2xf32>"] * 32
+    assert set(carried) - {"vector<2x2xf32>"} <= {"!nvgpu.device.async.token", "index"}
+    (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
+    # accumulator 128x64 f32 and three buffers of A 128x(32+8) and B 32x(64+8) f16: dynamic shared memory
+    assert launch.shared_bytes == 128 * 64 * 4 + 3 * (128 * 40 + 32 * 72) * 2
+    assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
     # the epilogue: each thread casts rows of 4 accumulators and stores 4 halves at once
     assert "st.global.v2.b32" in ptx and "st.global.b16" not in ptx
     if shutil.which("ptxas"):
@@ -123,7 +136,8 @@ def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
     job = jobs / "matmul_f16"
     params = initial_params(str(job))
     # from an unstaged schedule of four 64x32 warps, the edit under test
-    for field, value in [("promote_shared", False), ("thread_tile", [64, 32]), ("promote_shared", True)]:
+    for field, value in [("promote_shared", False), ("thread_tile", [64, 32]), ("promote_shared", True),
+                         ("pipeline_depth", 0)]:
         params = apply_edit(params, ScheduleEdit(2, field, value))
     result = compile_iteration(str(job), 4, params)
     assert result.ok, result.error
@@ -157,6 +171,7 @@ def test_staged_rows_are_an_odd_number_of_16_byte_chunks_apart(columns, element_
     ("matmul_f16", "block_tile", [64, 12], "block_tile [64, 12] must divide the output 256x256"),
     ("matmul_f16", "block_tile", [8, 8], "block_tile [8, 8] is no multiple of the 16x8 mma tile"),
     ("matmul_f16", "tensor_core", "wmma", "tensor_core must be 'none' or 'mma_sync'"),
+    ("matmul_f16", "promote_shared", False, "pipeline_depth multi-buffers the staged A and B tiles: it needs promote_shared"),
 ])
 def test_tensor_cores_where_they_do_not_apply_fail_at_the_schedule_stage(jobs, job, field, value, reason):
     params = initial_params(str(jobs / job))
@@ -177,10 +192,11 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
     result = compile_iteration(str(job), 5, params)
     assert result.ok, result.error
     ptx = (job / "v5" / "kernels.ptx").read_text()
-    # a 64x32 warp tile is 4x4 mma tiles, twice per 16-wide K step staged in shared memory
-    assert params.ops[0].promote_shared and params.ops[0].reduction_tile == 16
-    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 32
-    assert k_loop_accumulators(job / "v5") == ["vector<2x2xf32>"] * 16
+    # a 64x32 warp tile is 4x4 mma tiles, 4 times per 32-wide K step staged in shared memory by cp.async
+    s = params.ops[0]
+    assert (s.promote_shared, s.reduction_tile, s.pipeline_depth) == (True, 32, 3)
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 64 and "cp.async" in ptx
+    assert [t for t in k_loop_accumulators(job / "v5") if t.startswith("vector")] == ["vector<2x2xf32>"] * 16
     config = LaunchConfig.from_json((job / "v5" / "config.json").read_text())
     assert (config.precision, config.atol) == ("tf32", 5e-3)
 
@@ -188,12 +204,14 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
 def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
     """a @ b in bf16: convert-vector-to-gpu has no bf16 fragments, so the staged tiles are typed f16 for
     it (mlir.stage_bf16_as_f16) and the mma.sync read them back as bf16: m16n8k16 with bf16 operands,
-    fragments by ldmatrix, v0's tiles as for f16."""
+    fragments by ldmatrix, v0's tiles as for f16 but copied synchronously: cp.async copies one element
+    type, and the tiles it would fill are typed f16 while A and B stay bf16."""
     job = tmp_path / "matmul4096_bf16"
     lower_model(str(BENCHMARKS / "matmul4096_bf16.py"), str(job))
     params = initial_params(str(job))
     (s,) = [s for s in params.ops if s.family == "matmul"]
-    assert (s.tensor_core, s.block_tile, s.thread_tile, s.promote_shared) == ("mma_sync", [128, 64], [64, 64], True)
+    assert (s.tensor_core, s.block_tile, s.thread_tile, s.promote_shared, s.pipeline_depth) == \
+        ("mma_sync", [128, 64], [64, 64], True, 0)
     result = compile_iteration(str(job), 0, params)
     assert result.ok, result.error
     ptx = (job / "v0" / "kernels.ptx").read_text()
@@ -201,6 +219,8 @@ def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
     assert "f16.f16" not in ptx and "ldmatrix.sync.aligned" in ptx
     assert k_loop_accumulators(job / "v0") == ["vector<2x2xf32>"] * 32
     assert LaunchConfig.from_json((job / "v0" / "config.json").read_text()).precision == "bf16"
+    refused = compile_iteration(str(job), 1, apply_edit(params, ScheduleEdit(s.op_index, "pipeline_depth", 3)))
+    assert not refused.ok and refused.stage == "schedule" and "cp.async, copying one element type" in refused.error
 
 
 def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_path):
@@ -217,8 +237,8 @@ def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_pat
     assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
     assert not re.search(r"^\s*\.shared ", ptx, re.M), "no static shared arrays beside it"
     (launch,) = LaunchConfig.from_json((job / "v1" / "config.json").read_text()).launches
-    # accumulator 128x128 f32, A 128x(32+8) f16, B 32x(128+8) f16
-    assert launch.shared_bytes == 128 * 128 * 4 + 128 * 40 * 2 + 32 * 136 * 2 > 48 * 1024
+    # accumulator 128x128 f32, three buffers of A 128x(32+8) f16 and B 32x(128+8) f16
+    assert launch.shared_bytes == 128 * 128 * 4 + 3 * (128 * 40 * 2 + 32 * 136 * 2) > 48 * 1024
     assert ptx.count("mma.sync.aligned.m16n8k16") == 64 and launch.block == [128, 1, 1]
     # past the 227 KB a block of the H200 gets: the accumulator tile alone, or with the staged A and B tiles
     too_big = apply_edit(params, ScheduleEdit(s.op_index, "block_tile", [256, 256]))

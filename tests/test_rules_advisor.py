@@ -330,3 +330,19 @@ def test_a_row_kernel_only_takes_more_threads_per_row():
                for generator in GENERATORS if generator != "more_reduction_threads")
     schedule.row_kernel = 1024
     assert edit_for("more_reduction_threads", schedule, softmax_out, True) is None
+
+
+def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
+    """async_copy: the staged tiles of a tensor-core kernel in one more buffer each, filled by cp.async
+    (two buffers from synchronous staging), up to four; not for bf16, whose staged tiles cp.async
+    cannot fill, nor for a kernel that stages nothing."""
+    f16 = dataclasses.replace(MATMUL, dtype="f16")
+    staged = OpSchedule(0, "matmul", [128, 64, 0], [64, 64, 0], reduction_tile=32, promote_shared=True,
+                        tensor_core="mma_sync")
+    d = advise(request_for(f16, staged, [hand_written(waves=0.9, sm=30, mem=35, achieved=95)]))
+    assert d.bottleneck == "latency"
+    assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 2))
+    assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=3), f16, True).value == 4
+    assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=4), f16, True) is None
+    assert edit_for("deepen_pipeline", staged, dataclasses.replace(MATMUL, dtype="bf16"), True) is None
+    assert edit_for("deepen_pipeline", dataclasses.replace(staged, promote_shared=False), f16, True) is None

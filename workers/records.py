@@ -101,6 +101,11 @@ class OpSchedule(JsonRecord):
     # many threads; each reduction over the block's threads as in block_reduction, the elementwise ops
     # computed again where they are read (never stored); block_tile [1, 0], thread_tile [0, 0]; 0 = off
     row_kernel: int = 0
+    # a tensor-core kernel's staged A and B tiles (promote_shared) in this many shared-memory buffers
+    # each, filled by cp.async (nvgpu.device_async_copy) that many K steps ahead: while the warps compute
+    # one step, the copies of the next depth-1 are in flight (nvgpu.pipeline_shared_memory_copies);
+    # 0 or 1: one buffer, copied synchronously every K step
+    pipeline_depth: int = 0
 
 
 def reduction_extents(op: OpInfo) -> list[int]:

@@ -10,9 +10,13 @@ step=$1 dir=$2
 shift 2
 set +e
 limit=$(( ${BUDGET_S:-570} - SECONDS ))  # stop in time to pack the results inside the device tool's 600 s
+# the measure records (timings, NCU metrics) come back beside the tables, without the compiled artifacts
+records() { tar czf "$OUT/records.tgz" --exclude='*.mlir' --exclude='*.ptx' --exclude='*.pt' "$dir"; }
 case $step in
-    targets) timeout $limit python3 benchmarks/perf_targets.py measure "$dir" --timeout 60 --record "$OUT/perf_targets.md" ;;
-    sweep) timeout $limit python3 benchmarks/schedule_sweep.py measure "$dir" --timeout 60 --record "$OUT/sweep.md" ;;
+    targets) timeout $limit python3 benchmarks/perf_targets.py measure "$dir" --timeout 60 --record "$OUT/perf_targets.md"
+             records ;;
+    sweep) timeout $limit python3 benchmarks/schedule_sweep.py measure "$dir" --timeout 60 --record "$OUT/sweep.md"
+           records ;;
     loop) timeout $limit python3 -m orchestrator.cli submit "$@" --out "$dir" --iterations "${ITER:-6}" --compile-workers 6
           tar czf "$OUT/loop.tgz" --exclude=model_linalg.mlir "$dir" ;;
     *) echo "usage: perf.sh targets|sweep|loop DIR [MODEL.py...]" >&2; exit 2 ;;

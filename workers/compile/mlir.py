@@ -44,13 +44,24 @@ def run_pipeline(module: ir.Module, pipeline: str) -> None:
         raise MlirError(f"pass pipeline {pipeline!r} failed: {e}") from None
 
 
-def apply_transform(payload: ir.Module, transform_module: ir.Module) -> None:
-    entry = [op for op in transform_module.body.operations
-             if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == "__transform_main"]
-    if not entry:
-        raise MlirError("transform.mlir has no @__transform_main named sequence")
+MAIN_SEQUENCE = "__transform_main"
+
+
+def _sequence(transform_module: ir.Module, name: str):
+    return next((op for op in transform_module.body.operations
+                 if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == name), None)
+
+
+def has_sequence(transform_module: ir.Module, name: str) -> bool:
+    return _sequence(transform_module, name) is not None
+
+
+def apply_transform(payload: ir.Module, transform_module: ir.Module, entry: str = MAIN_SEQUENCE) -> None:
+    sequence = _sequence(transform_module, entry)
+    if sequence is None:
+        raise MlirError(f"transform.mlir has no @{entry} named sequence")
     try:
-        interpreter.apply_named_sequence(payload.operation, entry[0], transform_module.operation)
+        interpreter.apply_named_sequence(payload.operation, sequence, transform_module.operation)
     except (ir.MLIRError, ValueError) as e:  # the interpreter reports failures as ValueError
         raise MlirError(f"the transform schedule failed: {e}") from None
 
@@ -62,12 +73,31 @@ def run_on_contracting_kernels(module: ir.Module, pipeline: str) -> None:
     for kernel in _kernel_ops(module, "gpu.func"):
         if _ops_named(kernel, "vector.contract", first_only=True):
             bf16 = stage_bf16_as_f16(kernel)
+            marks = _loop_marks(kernel)
             try:
                 passmanager.PassManager.parse(pipeline).run(kernel)
             except (ir.MLIRError, ValueError) as e:
                 raise MlirError(f"pass pipeline {pipeline!r} failed: {e}") from None
+            _restore_loop_marks(kernel, marks)
             if bf16:
                 mma_sync_on_bf16(kernel)
+
+
+def _loop_marks(kernel) -> list[dict[str, ir.Attribute]]:
+    """The farm.* marks of each scf.for of the kernel, in walk order."""
+    return [{a.name: a.attr for a in (loop.attributes[i] for i in range(len(loop.attributes)))
+             if a.name.startswith("farm.")} for loop in _ops_named(kernel, "scf.for")]
+
+
+def _restore_loop_marks(kernel, marks: list[dict[str, ir.Attribute]]) -> None:
+    """convert-vector-to-gpu rebuilds the loops that carry mma fragments without their attributes; the
+    loops themselves stay, in the same order."""
+    loops = _ops_named(kernel, "scf.for")
+    if len(loops) != len(marks):
+        raise MlirError(f"the tensor-core conversion changed the kernel's loops ({len(marks)} -> {len(loops)})")
+    for loop, loop_marks in zip(loops, marks):
+        for name, value in loop_marks.items():
+            loop.attributes[name] = value
 
 
 def stage_bf16_as_f16(kernel) -> bool:
@@ -190,40 +220,34 @@ def workgroup_allocs_to_shared(module: ir.Module) -> None:
 # ops that take a shared tile through indices alone (no result type derived from its layout), so
 # the tile may become a strided view of a wider buffer
 INDEXED_ACCESSES = ("memref.load", "memref.store", "vector.load", "vector.store", "vector.transfer_read",
-                    "vector.transfer_write", "nvgpu.ldmatrix")
+                    "vector.transfer_write", "nvgpu.ldmatrix", "nvgpu.device_async_copy")
 
 
-def _inside_loop(op) -> bool:
-    while op.name != "gpu.func":
-        if op.name == "scf.for":
-            return True
-        op = op.parent
-    return False
-
-
-def pad_staged_tiles(module: ir.Module, padded_columns: Callable[[int, int], int]) -> None:
-    """Widen the rows of the operand tiles that a kernel stages in shared memory per K step (2-D
-    workgroup allocations inside a loop) to `padded_columns(columns, element_bytes)`, the tile
-    becoming a view of the first columns: the warps' fragment reads (ldmatrix: 8 rows of 16 bytes) of
-    rows that are a multiple of 128 bytes apart fall in the same banks and are serialized. Run it
-    after `fold-memref-alias-ops` (no subviews of the tile left)."""
+def pad_staged_tiles(module: ir.Module, padded_columns: Callable[[int, int], int], mark: str) -> None:
+    """Widen the rows of the operand tiles that a kernel stages in shared memory per K step (workgroup
+    allocations the schedule marked `mark`: [rows, columns], or [buffers, rows, columns] where they are
+    multi-buffered) to `padded_columns(columns, element_bytes)`, the tile becoming a view of the first
+    columns: the warps' fragment reads (ldmatrix: 8 rows of 16 bytes) of rows that are a multiple of 128
+    bytes apart fall in the same banks and are serialized. Run it after `fold-memref-alias-ops` (no
+    subviews of the tile left)."""
     for alloc in _kernel_ops(module, "memref.alloc"):
         old = ir.MemRefType(alloc.results[0].type)
-        if not (_in_workgroup_memory(alloc) and old.rank == 2 and _inside_loop(alloc.parent)):
+        if mark not in alloc.attributes or old.rank < 2:
             continue
         if any(use.owner.name not in INDEXED_ACCESSES for use in alloc.results[0].uses):
             continue
-        rows, columns = old.shape
+        *outer, columns = old.shape
         width = padded_columns(columns, old.element_type.width // 8)
         if width == columns:
             continue
+        strides = [math.prod(outer[i + 1:]) * width for i in range(len(outer))] + [1]
         with ir.InsertionPoint(alloc), alloc.location:
-            wide = memref_dialect.AllocOp(ir.MemRefType.get([rows, width], old.element_type, memory_space=old.memory_space),
+            wide = memref_dialect.AllocOp(ir.MemRefType.get([*outer, width], old.element_type, memory_space=old.memory_space),
                                           [], [], alignment=alloc.attributes["alignment"] if "alignment" in alloc.attributes else None)
             view = memref_dialect.SubViewOp(
-                ir.MemRefType.get([rows, columns], old.element_type, ir.StridedLayoutAttr.get(0, [width, 1]),
+                ir.MemRefType.get(old.shape, old.element_type, ir.StridedLayoutAttr.get(0, strides),
                                   memory_space=old.memory_space),
-                wide.result, [], [], [], [0, 0], [rows, columns], [1, 1])
+                wide.result, [], [], [], [0] * old.rank, old.shape, [1] * old.rank)
         alloc.results[0].replace_all_uses_with(view.result)
         alloc.erase()
 

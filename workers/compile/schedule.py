@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
-from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_shared_accumulator,
-                                        emit_staged_copies, plan_mma)
+from workers.compile.tensor_core import (PIPELINE_SEQUENCE, MmaPlan, emit_async_copies, emit_mma_contracts,
+                                        emit_mma_group, emit_pipelined_k_loop, emit_shared_accumulator,
+                                        emit_staged_copies, emit_staged_tiles, plan_mma)
 from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit,
                              ScheduleParams, default_split_factor, img2col_aligned, img2col_alignments,
                              img2col_op as records_img2col_op, reduction_extents)
@@ -335,14 +336,18 @@ def _fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
 
 
 # v0 tensor-core tiles by operand type, the first that the kernel takes: (block tile, warp tile, K step,
-# A/B staged in shared memory). Measured fastest on the H200 (benchmarks/results/schedule_sweep_h200.md
-# runs 3-4): f16 in two warps of 64x64 (1.25x over four of 64x32) with K steps of 32, TF32 with K steps of
-# 16; bf16 as f16 (run 6); the unstaged tiles are for kernels that staging does not fit.
-_UNSTAGED_MMA_TILES = [((128, 64), (64, 32), 64, False), ((128, 64), (64, 32), 32, False),
-                       ((64, 64), (32, 32), 32, False), ((64, 64), (32, 32), 16, False), ((32, 32), (16, 16), 16, False)]
-_F16_MMA_TILES = [((128, 64), (64, 64), 32, True), ((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]
-V0_MMA_TILES = {"f16": _F16_MMA_TILES, "bf16": _F16_MMA_TILES,
-                "f32": [((128, 64), (64, 32), 16, True), *_UNSTAGED_MMA_TILES]}
+# A/B staged in shared memory, buffers per staged tile). Measured fastest on the H200
+# (benchmarks/results/schedule_sweep_h200.md runs 3-8): f16 in two warps of 64x64 (1.25x over four of
+# 64x32) with K steps of 32, its tiles filled by cp.async three steps ahead (1.51x over synchronous
+# staging; 2 and 4 stages within 3%), TF32 in K steps of 32 three steps ahead (1.50x over synchronous K16);
+# bf16 as f16 but synchronous (pipeline_depth does not take it); the unstaged tiles are for kernels that
+# staging does not fit.
+_UNSTAGED_MMA_TILES = [((128, 64), (64, 32), 64, False, 1), ((128, 64), (64, 32), 32, False, 1),
+                       ((64, 64), (32, 32), 32, False, 1), ((64, 64), (32, 32), 16, False, 1),
+                       ((32, 32), (16, 16), 16, False, 1)]
+_F16_MMA_TILES = [((128, 64), (64, 64), 32, True, 1), ((128, 64), (64, 32), 32, True, 1), *_UNSTAGED_MMA_TILES]
+V0_MMA_TILES = {"f16": [((128, 64), (64, 64), 32, True, 3), *_F16_MMA_TILES], "bf16": _F16_MMA_TILES,
+                "f32": [((128, 64), (64, 32), 32, True, 3), ((128, 64), (64, 32), 16, True, 1), *_UNSTAGED_MMA_TILES]}
 
 
 def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule | None:
@@ -356,11 +361,11 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -
     if operand == "f32" and precision != "tf32":
         return None
     n = len(op.loop_ranges)
-    for block, warp, k_step, staged in V0_MMA_TILES.get(operand, []):
+    for block, warp, k_step, staged, stages in V0_MMA_TILES.get(operand, []):
         tail = [0] * (n - 2)
         schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*block, *tail],
                               thread_tile=[*warp, *tail], reduction_tile=k_step, tensor_core="mma_sync",
-                              promote_shared=staged)
+                              promote_shared=staged, pipeline_depth=stages if stages > 1 else 0)
         try:
             plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
         except ValueError:
@@ -630,8 +635,9 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) ->
 
 
 # row pipelines of up to this many reductions become one row kernel in v0: softmax's two, 1.26x over a
-# kernel per reduction on the H200; layernorm's three (one in f64) were 0.94x (schedule_sweep_h200.md run 5)
-ROW_KERNEL_MAX_REDUCTIONS = 2
+# kernel per reduction on the H200; layernorm's three (one in f64) 1.23x with 1024 threads per row of
+# 8192 (0.94x with 512; schedule_sweep_h200.md runs 5 and 7)
+ROW_KERNEL_MAX_REDUCTIONS = 3
 
 
 def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
@@ -786,12 +792,24 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         # accumulators of a vectorized reduction loop stay in registers across its iterations
         f"    %hoisted = transform.structured.hoist_redundant_vector_transfers %gpu_func : ({ANY}) -> {ANY}",
     ]
+    staged = {k: plan for k, plan in tensor_cores.items() if schedules[kernels[k].anchor].promote_shared}
+    pipelined = {k: plan for k, plan in staged.items() if plan.stages > 1}
+    func = "%hoisted"
+    for k, plan in staged.items():
+        lines += emit_staged_tiles(k, plan, func)
+    if pipelined:
+        # the staged tiles out of their K loops (static shapes), so that they can be multi-buffered
+        lines.append(f'    %staged_hoisted = transform.apply_registered_pass "buffer-loop-hoisting" to {func} '
+                     f": ({ANY}) -> {ANY}")
+        func = "%staged_hoisted"
+        for k, plan in pipelined.items():
+            lines += emit_async_copies(k, plan, func)
     # the rest lowers contractions to FMAs: tensor-core kernels keep theirs for convert-vector-to-gpu
     plain = [k for k in range(len(kernels)) if k not in tensor_cores]
-    target = "%hoisted"
+    target = func
     if tensor_cores:
         launches = ", ".join(f"%gpu_launch{k}" for k in range(len(kernels)))
-        lines += [f'    %gpu_launches = transform.structured.match ops{{["gpu.launch"]}} in %hoisted : ({ANY}) -> {ANY}',
+        lines += [f'    %gpu_launches = transform.structured.match ops{{["gpu.launch"]}} in {func} : ({ANY}) -> {ANY}',
                   f"    {launches} = transform.split_handle %gpu_launches : ({ANY}) -> ({', '.join([ANY] * len(kernels))})"]
         target = "%plain_launches"
         if plain:
@@ -814,11 +832,13 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         "transform.apply_patterns.vector.transfer_permutation_patterns "
         f"transform.apply_patterns.vector.lower_transfer max_transfer_rank = 1 }} : {ANY}",
     ]
-    lines += [
-        "    transform.yield",
-        "  }",
-        "}",
-    ]
+    lines += ["    transform.yield", "  }"]
+    if pipelined:
+        lines.append(f"  transform.named_sequence @{PIPELINE_SEQUENCE}(%root: {ANY} {{transform.readonly}}) {{")
+        for k, plan in pipelined.items():
+            lines += emit_pipelined_k_loop(k, plan)
+        lines += ["    transform.yield", "  }"]
+    lines.append("}")
     return "\n".join(lines) + "\n", kernels
 
 

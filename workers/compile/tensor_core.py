@@ -15,7 +15,12 @@ ReLU, bias...) are spread over all threads of the block, the epilogue in rows of
 accumulator tile they share with the warps lives in shared memory, written once after the K loop, and
 the thread mapping puts barriers between the three steps. With `promote_shared` the block steps over
 K instead, each step's A and B tiles copied into shared memory by all its threads before the warps'
-mma tiles read them (ldmatrix).
+mma tiles read them (ldmatrix). With `pipeline_depth` d > 1 those tiles have d buffers each, filled by
+cp.async: the copies are unrolled, the buffers hoisted out of the K loop and multi-buffered
+(memref.multibuffer), the copies made asynchronous (nvgpu.create_async_groups) and, after the
+tensor-core conversion (whose rebuilt loop has no vector.contract left for the pipeliner to trip on),
+the K loop software-pipelined (nvgpu.pipeline_shared_memory_copies, the PIPELINE_SEQUENCE of
+transform.mlir): the copies of step i+d are issued once the warps are done with step i.
 """
 from __future__ import annotations
 
@@ -53,6 +58,7 @@ class MmaPlan:
     k_step: int
     accumulator: str  # element type of the matmul's result
     operand: str  # element type of A and B: a key of MMA_SHAPES
+    stages: int = 1  # buffers per staged tile (pipeline_depth); 1: copied synchronously
 
     @property
     def mma_shape(self) -> tuple[int, int, int]:
@@ -116,8 +122,14 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     k_step = s.reduction_tile if s.reduction_tile and s.reduction_tile % mma_k == 0 else mma_k
     if k % k_step:
         raise ValueError(f"the K step {k_step} (mma.sync m16n8k{mma_k}) must divide K={k}")
+    stages = max(s.pipeline_depth, 1)
+    if stages > 1 and not s.promote_shared:
+        raise ValueError("pipeline_depth multi-buffers the staged A and B tiles: it needs promote_shared")
+    if stages > 1 and operand == "bf16":
+        raise ValueError("pipeline_depth: bf16 tiles are staged as f16 for convert-vector-to-gpu "
+                         "(mlir.stage_bf16_as_f16), which cp.async, copying one element type, cannot fill")
     plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warp, k_step,
-                   matmul.info.dtype, operand)
+                   matmul.info.dtype, operand, stages)
     if plan.threads > MAX_THREADS:
         raise ValueError(f"{math.prod(plan.warps)} warps ({plan.threads} threads) per block exceed {MAX_THREADS}")
     shared = math.prod(block) * ACCUMULATOR_BYTES[plan.accumulator] if epilogue else 0
@@ -125,10 +137,10 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
                          f"{shared} bytes of shared memory, over {MAX_SHARED_BYTES}")
     row = ELEMENT_BYTES[operand]
-    staged = (block[0] * padded_columns(k_step, row) + k_step * padded_columns(block[1], row)) * row \
+    staged = stages * (block[0] * padded_columns(k_step, row) + k_step * padded_columns(block[1], row)) * row \
         if s.promote_shared else 0
     if shared + staged > MAX_SHARED_BYTES:
-        raise ValueError(f"promote_shared: the A and B tiles of a K step ({staged} bytes) and the accumulator "
+        raise ValueError(f"promote_shared: the A and B tiles of {stages} K step(s) ({staged} bytes) and the accumulator "
                          f"tile ({shared} bytes) need more shared memory than {MAX_SHARED_BYTES} bytes")
     return plan
 
@@ -235,6 +247,8 @@ def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
     out = [
         f"    %{k}_mk, %{k}_kloop = transform.structured.tile_using_for {matmul_b} tile_sizes [0, 0, {plan.k_step}] "
         f": ({ANY}) -> ({ANY}, {ANY})",
+        # marks that outlive bufferization: the K loop (its staged tiles, its pipelining), a copy's row loop
+        f'    transform.annotate %{k}_kloop "{K_LOOP}" = %{k}_id : {ANY}, !transform.param<i64>',
         f"    %{k}_pd, %{k}_pads, %{k}_cb = transform.structured.pad %{k}_mk {{padding_values = [0.0 : {operand}, "
         f"0.0 : {operand}, 0.0 : {acc}], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
         f": ({ANY}) -> ({ANY}, {ANY}, {ANY})",
@@ -251,6 +265,9 @@ def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
             f"    %{k}_cr{i}, %{k}_crows{i} = transform.structured.tile_using_for %{k}_ct{i} tile_sizes [1, 0] "
             f": ({ANY}) -> ({ANY}, {ANY})",
         ]
+        if plan.stages > 1:
+            out += [f"    %{k}_nrows{i} = transform.param.constant {rows} : i64 -> !transform.param<i64>",
+                    f'    transform.annotate %{k}_crows{i} "{COPY_ROWS}" = %{k}_nrows{i} : {ANY}, !transform.param<i64>']
     out += [
         f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall %{k}_pd num_threads "
         f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
@@ -268,6 +285,67 @@ def emit_staged_copies(kernel: int) -> list[str]:
         f": ({ANY}) -> {ANY}",
         f"    transform.structured.vectorize %tc{kernel}_copies : {ANY}",
     ]
+
+
+K_LOOP = "farm.k_loop"  # a tensor-core kernel's K loop over staged tiles: = the kernel's id
+COPY_ROWS = "farm.copy_rows"  # the row loop of a thread's copy into a staged tile: = its trip count
+STAGED = "farm.staged"  # a staged tile (workgroup allocation): = the kernel's id (mlir.pad_staged_tiles)
+# cp.async groups per K step: A's copies, the barrier that the thread mapping puts after them, B's copies
+GROUPS_PER_K_STEP = 2
+PIPELINE_SEQUENCE = "__farm_pipeline_copies"  # transform.mlir's steps after the tensor-core conversion
+
+
+def _k_loop(kernel: int, root: str) -> str:
+    return (f'    %tc{kernel}_kloop = transform.structured.match ops{{["scf.for"]}} attributes{{{K_LOOP} = {kernel} : i64}} '
+            f"in {root} : ({ANY}) -> {ANY}")
+
+
+def emit_staged_tiles(kernel: int, plan: MmaPlan, func: str) -> list[str]:
+    """After thread mapping (`func`: the function): mark the kernel's staged tiles (the allocations in
+    its K loop); with several stages also unroll each thread's copy rows, as the pipeliner takes a
+    loop body without nested regions."""
+    out = [_k_loop(kernel, func),
+           f'    %tc{kernel}_operand_tiles = transform.structured.match ops{{["memref.alloc"]}} in %tc{kernel}_kloop '
+           f": ({ANY}) -> {ANY}",
+           f"    %tc{kernel}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
+           f'    transform.annotate %tc{kernel}_operand_tiles "{STAGED}" = %tc{kernel}_id : {ANY}, !transform.param<i64>']
+    if plan.stages > 1:
+        for rows in sorted({copy_tile(shape, plan.threads, ELEMENT_BYTES[plan.operand])[0]
+                            for shape in [(plan.block[0], plan.k_step), (plan.k_step, plan.block[1])]}):
+            out += [f'    %tc{kernel}_rows{rows} = transform.structured.match ops{{["scf.for"]}} attributes{{{COPY_ROWS} = '
+                    f"{rows} : i64}} in %tc{kernel}_kloop : ({ANY}) -> {ANY}",
+                    f"    transform.loop.unroll %tc{kernel}_rows{rows} {{factor = {rows}}} : {ANY}"]
+    return out
+
+
+def emit_async_copies(kernel: int, plan: MmaPlan, func: str) -> list[str]:
+    """After the staged tiles left the K loop (buffer-loop-hoisting on `func`): each becomes
+    plan.stages buffers, a K step's copies into them cp.async groups, and the waits for a step's
+    groups let the groups of the stages - 1 steps after it stay in flight."""
+    in_flight = GROUPS_PER_K_STEP * (plan.stages - 1)
+    return [
+        f'    %tc{kernel}_staged = transform.structured.match ops{{["memref.alloc"]}} attributes{{{STAGED} = {kernel} : i64}} '
+        f"in {func} : ({ANY}) -> {ANY}",
+        f'    %tc{kernel}_allocs = transform.cast %tc{kernel}_staged : {ANY} to !transform.op<"memref.alloc">',
+        # skip_analysis: every step overwrites the whole tile before reading it (its copy), which the
+        # analysis only recognises in memref.copy
+        f"    %tc{kernel}_buffers = transform.memref.multibuffer %tc{kernel}_allocs {{factor = {plan.stages}, skip_analysis}} "
+        f': (!transform.op<"memref.alloc">) -> {ANY}',
+        _k_loop(kernel, func).replace(f"%tc{kernel}_kloop", f"%tc{kernel}_kloop_mb"),
+        f"    %tc{kernel}_async = transform.nvgpu.create_async_groups %tc{kernel}_kloop_mb {{bypass_l1}} : ({ANY}) -> {ANY}",
+        f'    %tc{kernel}_waits = transform.structured.match ops{{["nvgpu.device_async_wait"]}} in %tc{kernel}_async '
+        f": ({ANY}) -> {ANY}",
+        f"    %tc{kernel}_in_flight = transform.param.constant {in_flight} : i32 -> !transform.param<i32>",
+        f'    transform.annotate %tc{kernel}_waits "numGroups" = %tc{kernel}_in_flight : {ANY}, !transform.param<i32>',
+    ]
+
+
+def emit_pipelined_k_loop(kernel: int, plan: MmaPlan) -> list[str]:
+    """PIPELINE_SEQUENCE's step for the kernel: its K loop software-pipelined over plan.stages steps, the
+    last steps' copies predicated off (zero bytes) rather than peeled."""
+    return [_k_loop(kernel, "%root"),
+            f"    %tc{kernel}_pipelined = transform.nvgpu.pipeline_shared_memory_copies failures(propagate) "
+            f"%tc{kernel}_kloop {{depth = {plan.stages}}} : ({ANY}) -> {ANY}"]
 
 
 def emit_shared_accumulator(kernel: int) -> list[str]:
