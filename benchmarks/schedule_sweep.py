@@ -39,20 +39,22 @@ class Variant:
 # filled by cp.async 3 steps ahead (pipeline_depth 3)
 MMA_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
-    Variant("unstaged, K64", "matmul", {"promote_shared": False, "pipeline_depth": 0, "reduction_tile": 64}),
     Variant("cp.async, 2 stages", "matmul", {"pipeline_depth": 2}),
     Variant("cp.async, 4 stages", "matmul", {"pipeline_depth": 4}),
-    Variant("cp.async, 2 stages, K64", "matmul", {"pipeline_depth": 2, "reduction_tile": 64}),
-    Variant("cp.async, 3 stages, K64", "matmul", {"reduction_tile": 64}),
+    Variant("K64, 2 stages", "matmul", {"pipeline_depth": 2, "reduction_tile": 64}),
+    Variant("K64, 3 stages", "matmul", {"reduction_tile": 64}),
+    Variant("K64, 4 stages", "matmul", {"pipeline_depth": 4, "reduction_tile": 64}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
-    Variant("64x64 block, 2 warps of 32x64", "matmul", {"block_tile": [64, 64], "thread_tile": [32, 64]}),
+    Variant("128x128 block, 4 warps of 64x64, K64, 2 stages", "matmul",
+            {"block_tile": [128, 128], "reduction_tile": 64, "pipeline_depth": 2}),
 ]
 # v0 of an f32 matmul in TF32: 128x64 blocks of four 64x32 warps, K steps of 32, cp.async 3 steps ahead
 TF32_VARIANTS = [
     Variant("synchronous staging, K16", "matmul", {"pipeline_depth": 0, "reduction_tile": 16}),
-    Variant("cp.async, 2 stages", "matmul", {"pipeline_depth": 2}),
-    Variant("cp.async, 4 stages", "matmul", {"pipeline_depth": 4}),
     Variant("2 warps of 64x64", "matmul", {"thread_tile": [64, 64]}),
+    Variant("2 warps of 64x64, 2 stages", "matmul", {"thread_tile": [64, 64], "pipeline_depth": 2}),
+    Variant("2 warps of 64x64, 4 stages", "matmul", {"thread_tile": [64, 64], "pipeline_depth": 4}),
+    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128], "thread_tile": [64, 64]}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [

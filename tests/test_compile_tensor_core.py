@@ -70,38 +70,50 @@ def test_a_thread_tile_that_is_no_warp_tile_gets_one(jobs):
 
 
 def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
-    """a @ b in f16 (matmul f16 x f16 -> f32, then a truncf-only epilogue), v0 at 4096^3: the staged A
-    and B tiles in three buffers each, filled by cp.async while the warps compute on another."""
+    """a @ b in f16 (matmul f16 x f16 -> f32, then a truncf-only epilogue), v0 at 4096^3: a grid that fills
+    the GPU takes 128x128 blocks of four 64x64 warps (the 256x256 zoo matmul keeps 128x64 blocks, above),
+    K steps of 64 staged in two buffers per tile, filled by cp.async while the warps compute on the other."""
     job = tmp_path / "matmul4096_f16"
     lower_model(str(BENCHMARKS / "matmul4096_f16.py"), str(job))
     result = compile_iteration(str(job), 0, initial_params(str(job)))
     assert result.ok, result.error
     ptx = (job / "v0" / "kernels.ptx").read_text()
-    # a 64x64 warp tile is 4x8 mma tiles, twice per 32-wide K step
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 64
+    # a 64x64 warp tile is 4x8 mma tiles, 4 times per 64-wide K step
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 128
     assert "ldmatrix.sync.aligned" in ptx, "A and B fragments from the staged tiles"
-    # 64 threads copy A (128x32) and B (32x64) in 16-byte pieces: 12 each per K step, for the steps
-    # 0-2 before the K loop and for step i+3 in it (predicated off past the last step)
-    assert ptx.count("cp.async.cg.shared.global") + ptx.count("cp.async.ca.shared.global") == 4 * 12
+    # 128 threads copy A (128x64) and B (64x128) in 16-byte pieces: 16 each per K step, for the steps 0
+    # and 1 before the K loop and for step i+2 in it (predicated off past the last step)
+    assert ptx.count("cp.async.cg.shared.global") + ptx.count("cp.async.ca.shared.global") == 3 * 16
     assert "ld.global.v4" not in ptx, "no synchronous copies left"
-    # two groups per step (A, B): the waits at step i let the 4 groups of steps i+1 and i+2 stay in flight
-    assert ptx.count("cp.async.commit_group") == 4 * 2 and ptx.count("cp.async.wait_group \t4;") == 2
+    # two groups per step (A, B): the waits at step i let the 2 groups of step i+1 stay in flight
+    assert ptx.count("cp.async.commit_group") == 3 * 2 and ptx.count("cp.async.wait_group \t2;") == 2
     # the 4x8 fragments of 16x8 f32 that the K loop carries (none re-read from shared memory), beside
     # the cp.async tokens of the steps in flight
     carried = k_loop_accumulators(job / "v0")
     assert [t for t in carried if t.startswith("vector")] == ["vector<2x2xf32>"] * 32
     assert set(carried) - {"vector<2x2xf32>"} <= {"!nvgpu.device.async.token", "index"}
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
-    # accumulator 128x64 f32 and three buffers of A 128x(32+8) and B 32x(64+8) f16: dynamic shared memory
-    assert launch.shared_bytes == 128 * 64 * 4 + 3 * (128 * 40 + 32 * 72) * 2
+    # the epilogue's 128x128 f32 accumulator tile is dead during the K loop: it shares dynamic shared
+    # memory with the two buffers of A 128x(64+8) and B 64x(128+8) f16 ...
+    assert launch.shared_bytes == max(128 * 128 * 4, 2 * (128 * 72 + 64 * 136) * 2)
     assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
+    # ... behind a barrier before the first copy (after the warps read the fill's zeros) and, after the K
+    # loop, a wait for every copy and a barrier before the warps' results land there
+    before_copies = ptx[:ptx.index("cp.async")]
+    assert before_copies.rindex("bar.sync") > before_copies.rindex("ld.shared")
+    after_k_loop = ptx[ptx.rindex("mma.sync"):].split("bra", 1)[1]
+    assert after_k_loop.index("cp.async.wait_group \t0;") < after_k_loop.index("bar.sync") \
+        < after_k_loop.index("st.shared")
+    # and the epilogue's threads read the results only after another barrier (wrong results without it)
+    results = after_k_loop.index("st.shared")
+    assert after_k_loop.index("bar.sync", results) < after_k_loop.index("ld.shared", results)
     # the epilogue: each thread casts rows of 4 accumulators and stores 4 halves at once
     assert "st.global.v2.b32" in ptx and "st.global.b16" not in ptx
     if shutil.which("ptxas"):
         done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v0" / "kernels.ptx"), "-o", "/dev/null"])
         assert done.returncode == 0
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
-    assert (launch.grid, launch.block) == ([64, 32, 1], [64, 1, 1])
+    assert (launch.grid, launch.block) == ([32, 32, 1], [128, 1, 1])
 
 
 def test_f16_matmul_runs_on_tensor_cores(jobs):
@@ -111,12 +123,13 @@ def test_f16_matmul_runs_on_tensor_cores(jobs):
     ptx = (job / "v0" / "kernels.ptx").read_text()
     # f16 operands, f32 accumulators as torch-mlir's IR has them; 2x4 mma tiles per warp and K step
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 8
-    assert ".shared .align 64 .b8 __farm_shared_0[16384]" in ptx, "the 64x64 f32 accumulator tile"
     if shutil.which("ptxas"):  # compile_iteration already ran it; this says so explicitly
         done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v0" / "kernels.ptx"), "-o", "/dev/null"])
         assert done.returncode == 0
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
     assert (launch.grid, launch.block) == ([4, 4, 1], [128, 1, 1]), "64x64 blocks of four warps"
+    # the 64x64 f32 accumulator tile, sharing memory with v0's three buffers of A 64x(16+8), B 16x(64+8)
+    assert launch.shared_bytes == 64 * 64 * 4 > 3 * (64 * 24 + 16 * 72) * 2
 
 
 def test_warp_tile_and_k_step_are_schedule_knobs(jobs):
@@ -192,11 +205,11 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
     result = compile_iteration(str(job), 5, params)
     assert result.ok, result.error
     ptx = (job / "v5" / "kernels.ptx").read_text()
-    # a 64x32 warp tile is 4x4 mma tiles, 4 times per 32-wide K step staged in shared memory by cp.async
+    # a 64x64 warp tile is 4x8 mma tiles, 4 times per 32-wide K step staged in shared memory by cp.async
     s = params.ops[0]
-    assert (s.promote_shared, s.reduction_tile, s.pipeline_depth) == (True, 32, 3)
-    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 64 and "cp.async" in ptx
-    assert [t for t in k_loop_accumulators(job / "v5") if t.startswith("vector")] == ["vector<2x2xf32>"] * 16
+    assert (s.thread_tile[:2], s.promote_shared, s.reduction_tile, s.pipeline_depth) == ([64, 64], True, 32, 3)
+    assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 128 and "cp.async" in ptx
+    assert [t for t in k_loop_accumulators(job / "v5") if t.startswith("vector")] == ["vector<2x2xf32>"] * 32
     config = LaunchConfig.from_json((job / "v5" / "config.json").read_text())
     assert (config.precision, config.atol) == ("tf32", 5e-3)
 
@@ -224,21 +237,25 @@ def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
 
 
 def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_path):
-    """128x128 blocks: the f32 accumulator tile alone is 64 KB, over what static .shared arrays get, so the
-    kernel's tiles become 128-byte-aligned views of one extern dynamic shared array and its launch asks
-    for their total (the measure worker allows the kernel that much before launching it)."""
+    """128x128 blocks staged synchronously (one buffer per tile, K steps of 32): the f32 accumulator tile
+    alone is 64 KB, over what static .shared arrays get, so the kernel's tiles become 128-byte-aligned views
+    of one extern dynamic shared array and its launch asks for their total (the measure worker allows the
+    kernel that much before launching it)."""
     job = tmp_path / "matmul4096_f16"
     lower_model(str(BENCHMARKS / "matmul4096_f16.py"), str(job))
     params = initial_params(str(job))
     (s,) = [s for s in params.ops if s.tensor_core == "mma_sync"]
-    result = compile_iteration(str(job), 1, apply_edit(params, ScheduleEdit(s.op_index, "block_tile", [128, 128])))
+    assert s.block_tile == [128, 128]
+    for field, value in [("pipeline_depth", 0), ("reduction_tile", 32)]:
+        params = apply_edit(params, ScheduleEdit(s.op_index, field, value))
+    result = compile_iteration(str(job), 1, params)
     assert result.ok, result.error
     ptx = (job / "v1" / "kernels.ptx").read_text()
     assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
     assert not re.search(r"^\s*\.shared ", ptx, re.M), "no static shared arrays beside it"
     (launch,) = LaunchConfig.from_json((job / "v1" / "config.json").read_text()).launches
-    # accumulator 128x128 f32, three buffers of A 128x(32+8) f16 and B 32x(128+8) f16
-    assert launch.shared_bytes == 128 * 128 * 4 + 3 * (128 * 40 * 2 + 32 * 136 * 2) > 48 * 1024
+    # accumulator 128x128 f32, A 128x(32+8) f16, B 32x(128+8) f16
+    assert launch.shared_bytes == 128 * 128 * 4 + 128 * 40 * 2 + 32 * 136 * 2 > 48 * 1024
     assert ptx.count("mma.sync.aligned.m16n8k16") == 64 and launch.block == [128, 1, 1]
     # past the 227 KB a block of the H200 gets: the accumulator tile alone, or with the staged A and B tiles
     too_big = apply_edit(params, ScheduleEdit(s.op_index, "block_tile", [256, 256]))

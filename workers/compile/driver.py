@@ -12,7 +12,7 @@ from workers.compile.analysis import analyze
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import ScheduleError, emit_transform, initial_params_for
-from workers.compile.tensor_core import PIPELINE_SEQUENCE, STAGED, padded_columns
+from workers.compile.tensor_core import K_LOOP, PIPELINE_SEQUENCE, STAGED, padded_columns
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
 
@@ -88,6 +88,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.run_on_contracting_kernels(module, pipeline.tensor_cores)
         if mlir.has_sequence(schedule, PIPELINE_SEQUENCE):
             mlir.apply_transform(module, schedule, PIPELINE_SEQUENCE)
+            mlir.overlap_tiles_dead_in_k_loops(module, STAGED, K_LOOP)
         mlir.pad_staged_tiles(module, padded_columns, STAGED)
         mlir.large_shared_to_dynamic(module)
         mlir.sync_after_block_loops(module)

@@ -13,6 +13,7 @@ from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401  (re-exported)
 from numba_cuda_mlir._mlir.dialects import arith as arith_dialect
 from numba_cuda_mlir._mlir.dialects import gpu as gpu_dialect
 from numba_cuda_mlir._mlir.dialects import memref as memref_dialect
+from numba_cuda_mlir._mlir.dialects import nvgpu as nvgpu_dialect
 from numba_cuda_mlir._mlir.dialects import vector as vector_dialect
 from numba_cuda_mlir._mlir.dialects.transform import interpreter
 
@@ -252,6 +253,48 @@ def pad_staged_tiles(module: ir.Module, padded_columns: Callable[[int, int], int
         alloc.erase()
 
 
+OVERLAPS_STAGED = "farm.overlaps_staged"  # a shared tile dead while its kernel's staged tiles are in use
+
+
+def overlap_tiles_dead_in_k_loops(module: ir.Module, staged_mark: str, loop_mark: str) -> None:
+    """In a kernel whose K loop (marked `loop_mark`) fills its staged tiles (marked `staged_mark`) by
+    cp.async, the other shared tiles are dead while the loop runs when no op from the first cp.async of
+    the loop's prologue to the loop's end touches them (the epilogue's accumulator tile: the fill's zeros
+    read into registers before, the warps' results written after): they are marked OVERLAPS_STAGED, to
+    share memory with the staged tiles (large_shared_to_dynamic), and the kernel gets the barriers that
+    sharing needs: one before that first cp.async (no copy overwrites zeros a warp has yet to read), and
+    after the loop a wait for all of the thread's copies (also the zero-filling ones of the predicated
+    last steps) and a barrier (everyone's)."""
+    for loop in _kernel_ops(module, "scf.for"):
+        if loop_mark not in loop.attributes:
+            continue
+        block = [op.operation for op in loop.operation.block.operations]
+        at = block.index(loop.operation)
+        copies = [i for i, op in enumerate(block[:at]) if op.name == "nvgpu.device_async_copy"]
+        kernel = loop.parent
+        while kernel.name != "gpu.func":
+            kernel = kernel.parent
+        others = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a) and staged_mark not in a.attributes]
+        if not copies or not others:
+            continue
+
+        def position(op) -> int:  # of the op's ancestor in the loop's block
+            while op.block != loop.operation.block:
+                op = op.parent.operation
+            return block.index(op)
+
+        if any(copies[0] <= position(use.owner.operation) <= at for a in others for use in a.results[0].uses):
+            continue
+        with ir.InsertionPoint(block[copies[0]]), loop.location:
+            gpu_dialect.BarrierOp()
+        token = next(r for r in loop.results if "async.token" in str(r.type))
+        with ir.InsertionPoint(block[at + 1] if at + 1 < len(block) else loop.operation.block), loop.location:
+            nvgpu_dialect.DeviceAsyncWaitOp(token, numGroups=0)
+            gpu_dialect.BarrierOp()
+        for alloc in others:
+            alloc.attributes[OVERLAPS_STAGED] = ir.UnitAttr.get()
+
+
 SHARED_ALIGNMENT = 128  # bytes between the starts of two tiles in dynamic shared memory
 # gpu.launch_func's operand groups, in order (its operandSegmentSizes)
 LAUNCH_SEGMENTS = ["asyncDependencies", "gridSizeX", "gridSizeY", "gridSizeZ", "blockSizeX", "blockSizeY",
@@ -264,25 +307,30 @@ def _bytes(memref_type: ir.MemRefType) -> int:
 
 
 def large_shared_to_dynamic(module: ir.Module) -> None:
-    """A kernel whose shared tiles (workgroup allocations) need more than STATIC_SHARED_BYTES gets them
-    as views of its dynamic shared memory (an extern .shared array), each SHARED_ALIGNMENT-aligned,
-    and its launch asks for their total (dynamicSharedMemorySize; the measure worker lets the kernel use
-    more than 48 KB). Run it before the launches are read (host.LaunchSequence)."""
+    """A kernel whose shared tiles (workgroup allocations) need more than STATIC_SHARED_BYTES, or some of
+    which overlap others (OVERLAPS_STAGED: from offset 0 again, after the rest), gets them as views of its
+    dynamic shared memory (an extern .shared array), each SHARED_ALIGNMENT-aligned, and its launch asks
+    for what they span (dynamicSharedMemorySize; the measure worker lets the kernel use more than 48 KB).
+    Run it before the launches are read (host.LaunchSequence)."""
     for kernel in _kernel_ops(module, "gpu.func"):
         tiles = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a)]
-        if sum(_bytes(ir.MemRefType(a.results[0].type)) for a in tiles) <= STATIC_SHARED_BYTES:
+        overlapping = [a for a in tiles if OVERLAPS_STAGED in a.attributes]
+        if sum(_bytes(ir.MemRefType(a.results[0].type)) for a in tiles) <= STATIC_SHARED_BYTES and not overlapping:
             continue
         memory = _dynamic_shared_memory(kernel)
-        offset = 0
-        for alloc in tiles:
-            tile = ir.MemRefType(alloc.results[0].type)
-            with ir.InsertionPoint(alloc), alloc.location:
-                shift = arith_dialect.ConstantOp(ir.IndexType.get(), offset).result
-                view = memref_dialect.ViewOp(tile, memory, shift, [])
-            alloc.results[0].replace_all_uses_with(view.result)
-            alloc.erase()
-            offset += -(-_bytes(tile) // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
-        _set_launch_shared_bytes(module, kernel, offset)
+        span = 0
+        for group in ([a for a in tiles if OVERLAPS_STAGED not in a.attributes], overlapping):
+            offset = 0
+            for alloc in group:
+                tile = ir.MemRefType(alloc.results[0].type)
+                with ir.InsertionPoint(alloc), alloc.location:
+                    shift = arith_dialect.ConstantOp(ir.IndexType.get(), offset).result
+                    view = memref_dialect.ViewOp(tile, memory, shift, [])
+                alloc.results[0].replace_all_uses_with(view.result)
+                alloc.erase()
+                offset += -(-_bytes(tile) // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+            span = max(span, offset)
+        _set_launch_shared_bytes(module, kernel, span)
 
 
 DYNAMIC_SHARED = "__farm_dynamic_shared"
@@ -344,14 +392,15 @@ def sync_after_block_loops(module: ir.Module) -> None:
     """A barrier after what a block-wide loop (one with a gpu.barrier inside, e.g. a tensor-core K loop
     over operand tiles staged in shared memory) leaves to write to shared memory after it: the warps'
     accumulators that hoisting moved out of the loop, which the epilogue's threads read next. The thread
-    mapping put its barrier inside the loop, before them."""
+    mapping put its barrier inside the loop, before them; a barrier between the loop and those writes
+    (overlap_tiles_dead_in_k_loops puts one there) does not order them before the reads."""
     for loop in _kernel_ops(module, "scf.for"):
         if not _ops_named(loop, "gpu.barrier", first_only=True):
             continue
         ops = [op.operation for op in loop.operation.block.operations]
         last_write, synced = None, False
         for op in ops[ops.index(loop.operation) + 1:]:
-            if op.name == "gpu.barrier" or op.regions:
+            if op.regions or op.name == "gpu.barrier" and last_write is not None:
                 synced = op.name == "gpu.barrier"
                 break
             if _writes_workgroup_memory(op):

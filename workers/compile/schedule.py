@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
@@ -335,19 +336,34 @@ def _fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
             schedule.block_tile[d], schedule.thread_tile[d] = b, t
 
 
-# v0 tensor-core tiles by operand type, the first that the kernel takes: (block tile, warp tile, K step,
-# A/B staged in shared memory, buffers per staged tile). Measured fastest on the H200
-# (benchmarks/results/schedule_sweep_h200.md runs 3-8): f16 in two warps of 64x64 (1.25x over four of
-# 64x32) with K steps of 32, its tiles filled by cp.async three steps ahead (1.51x over synchronous
-# staging; 2 and 4 stages within 3%), TF32 in K steps of 32 three steps ahead (1.50x over synchronous K16);
-# bf16 as f16 but synchronous (pipeline_depth does not take it); the unstaged tiles are for kernels that
-# staging does not fit.
-_UNSTAGED_MMA_TILES = [((128, 64), (64, 32), 64, False, 1), ((128, 64), (64, 32), 32, False, 1),
-                       ((64, 64), (32, 32), 32, False, 1), ((64, 64), (32, 32), 16, False, 1),
-                       ((32, 32), (16, 16), 16, False, 1)]
-_F16_MMA_TILES = [((128, 64), (64, 64), 32, True, 1), ((128, 64), (64, 32), 32, True, 1), *_UNSTAGED_MMA_TILES]
-V0_MMA_TILES = {"f16": [((128, 64), (64, 64), 32, True, 3), *_F16_MMA_TILES], "bf16": _F16_MMA_TILES,
-                "f32": [((128, 64), (64, 32), 32, True, 3), ((128, 64), (64, 32), 16, True, 1), *_UNSTAGED_MMA_TILES]}
+class MmaTiles(NamedTuple):
+    """A v0 tensor-core template: tiles, staging, and the smallest grid it is for."""
+
+    block: tuple[int, int]
+    warp: tuple[int, int]
+    k_step: int
+    staged: bool  # A/B staged in shared memory
+    stages: int = 1  # buffers per staged tile (pipeline_depth)
+    min_blocks: int = 0  # taken only where the grid has this many blocks
+
+
+# v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200
+# (benchmarks/results/schedule_sweep_h200.md runs 3-11): f16 in 128x128 blocks of four 64x64 warps, K steps
+# of 64 filled by cp.async two steps ahead (1.24x over 128x64 blocks of two warps with K32 and 3 stages,
+# 2.05x over synchronous staging), where the grid fills the GPU; TF32 in two 64x64 warps with K steps of
+# 32, 3 stages (1.20x over four 64x32 warps); bf16 as f16 but synchronous (pipeline_depth does not take
+# it); the unstaged tiles are for kernels that staging does not fit.
+_UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
+                       MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
+                       MmaTiles((32, 32), (16, 16), 16, False)]
+_F16_MMA_TILES = [MmaTiles((128, 64), (64, 64), 32, True), MmaTiles((128, 64), (64, 32), 32, True),
+                  *_UNSTAGED_MMA_TILES]
+V0_MMA_TILES = {
+    "f16": [MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+            MmaTiles((128, 64), (64, 64), 32, True, 3), *_F16_MMA_TILES],
+    "bf16": _F16_MMA_TILES,
+    "f32": [MmaTiles((128, 64), (64, 64), 32, True, 3), MmaTiles((128, 64), (64, 32), 16, True),
+            *_UNSTAGED_MMA_TILES]}
 
 
 def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule | None:
@@ -361,11 +377,13 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -
     if operand == "f32" and precision != "tf32":
         return None
     n = len(op.loop_ranges)
-    for block, warp, k_step, staged, stages in V0_MMA_TILES.get(operand, []):
+    for t in V0_MMA_TILES.get(operand, []):
         tail = [0] * (n - 2)
-        schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*block, *tail],
-                              thread_tile=[*warp, *tail], reduction_tile=k_step, tensor_core="mma_sync",
-                              promote_shared=staged, pipeline_depth=stages if stages > 1 else 0)
+        schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*t.block, *tail],
+                              thread_tile=[*t.warp, *tail], reduction_tile=t.k_step, tensor_core="mma_sync",
+                              promote_shared=t.staged, pipeline_depth=t.stages if t.stages > 1 else 0)
+        if grid_blocks(schedule, op) < t.min_blocks:
+            continue
         try:
             plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
         except ValueError:

@@ -341,11 +341,14 @@ def emit_async_copies(kernel: int, plan: MmaPlan, func: str) -> list[str]:
 
 
 def emit_pipelined_k_loop(kernel: int, plan: MmaPlan) -> list[str]:
-    """PIPELINE_SEQUENCE's step for the kernel: its K loop software-pipelined over plan.stages steps, the
+    """PIPELINE_SEQUENCE's steps for the kernel: its K loop software-pipelined over plan.stages steps, the
     last steps' copies predicated off (zero bytes) rather than peeled."""
     return [_k_loop(kernel, "%root"),
             f"    %tc{kernel}_pipelined = transform.nvgpu.pipeline_shared_memory_copies failures(propagate) "
-            f"%tc{kernel}_kloop {{depth = {plan.stages}}} : ({ANY}) -> {ANY}"]
+            f"%tc{kernel}_kloop {{depth = {plan.stages}}} : ({ANY}) -> {ANY}",
+            # the pipelined loop is a new one: it gets the mark back (mlir.overlap_tiles_dead_in_k_loops)
+            f"    %tc{kernel}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
+            f'    transform.annotate %tc{kernel}_pipelined "{K_LOOP}" = %tc{kernel}_id : {ANY}, !transform.param<i64>']
 
 
 def emit_shared_accumulator(kernel: int) -> list[str]:
