@@ -61,11 +61,12 @@ SIMT_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
     Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
 ]
-# v0 of a bf16 matmul: tensor cores as for f16 (through f16 fragments); the SIMT kernel it had before
+# v0 of a bf16 matmul: tensor cores as for f16 (through f16 fragments) but synchronous staging; f16's
+# cp.async pipelines, not yet run on the GPU for bf16
 BF16_VARIANTS = [
-    Variant("CUDA cores, 64x64 blocks of 4x4, K32", "matmul",
-            {"tensor_core": "none", "promote_shared": False, "block_tile": [64, 64], "thread_tile": [4, 4],
-             "reduction_tile": 32}),
+    Variant("cp.async, 128x128 block, K64, 2 stages", "matmul",
+            {"block_tile": [128, 128], "reduction_tile": 64, "pipeline_depth": 2}),
+    Variant("cp.async, 3 stages", "matmul", {"pipeline_depth": 3}),
 ]
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of 32x32 and 16x32
 # outputs, 2x2 per thread, to give the grid at least as many blocks as SMs

@@ -111,10 +111,8 @@ MAX_PIPELINE_DEPTH = 4  # buffers per staged tile: 4 was within 3% of 2 and 3 on
 
 
 def deepen_pipeline(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """A tensor-core kernel's staged tiles filled by cp.async one more K step ahead (two buffers first).
-    Not for bf16: its tiles are staged typed f16, which cp.async cannot fill from bf16 operands."""
-    if s.tensor_core != "mma_sync" or not s.promote_shared or op.dtype == "bf16" \
-            or s.pipeline_depth >= MAX_PIPELINE_DEPTH:
+    """A tensor-core kernel's staged tiles filled by cp.async one more K step ahead (two buffers first)."""
+    if s.tensor_core != "mma_sync" or not s.promote_shared or s.pipeline_depth >= MAX_PIPELINE_DEPTH:
         return None
     return ScheduleEdit(s.op_index, "pipeline_depth", max(s.pipeline_depth + 1, 2))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.compile import compile_iteration
+from workers.compile import compile_iteration, mlir
 from workers.compile.analysis import analyze
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import MERGE_THREADS, initial_params_for
@@ -249,15 +249,16 @@ def test_splits_whose_loops_fit_one_tile_compile(tmp_path, split, reduction_tile
 # block's threads, the elementwise ops computed again where they are read
 
 
-@pytest.mark.parametrize("name, rows, threads, reductions", [("softmax_large", 8192, 1024, 2),
-                                                             ("layernorm_large", 8192, 1024, 3),
-                                                             ("softmax", 512, 512, 2)])
-def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, rows, threads, reductions):
+@pytest.mark.parametrize("name, rows, threads, reductions, inputs", [("softmax_large", 8192, 1024, 2, 1),
+                                                                     ("layernorm_large", 8192, 1024, 3, 3),
+                                                                     ("softmax", 512, 512, 2, 1)])
+def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, rows, threads, reductions, inputs):
     """One launch, one block of `threads` per row; each reduction's partials and result in shared memory,
     none in per-thread memory (.local: a result merged by one thread and read by all would be wrong
     there); a barrier after each partial pass and after each of the merge's two steps (a warp, then one
-    thread), one after the output pass; the output
-    written once, in 128-bit stores (8 columns per thread); no temporary the size of the input."""
+    thread), one after the output pass; the inputs (x; layernorm's weight and bias too) read once,
+    however many passes read them (mlir.reuse_global_reads), and the output written once, in 128-bit
+    loads and stores (8 columns per thread); no temporary the size of the input."""
     result, config, bodies, params = row_compiled[name]
     ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
     assert schedule.row_kernel == threads and result.kernel_count == 1
@@ -268,6 +269,7 @@ def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, row
     assert body.count("bar.sync") == 3 * reductions + 1
     columns = config["outputs"][0]["shape"][-1]
     assert vector_stores(body) == columns // threads // 4 and "st.global.f32" not in body
+    assert body.count("ld.global.v4") == body.count("ld.global") == inputs * columns // threads // 4
     big = [b for b in config["buffers"] if b["shape"] == config["outputs"][0]["shape"]]
     assert len(big) == 2  # the input and the output
 
@@ -315,3 +317,30 @@ def test_block_reductions_over_a_leading_dim_merge_in_two_steps(tmp_path):
     reductions = [bodies[launch["kernel"]] for launch in config["launches"] if launch["block"] == [128, 1, 1]]
     assert len(reductions) == 2
     assert all(shared_bytes(body) == (128 + MERGE_THREADS) * 4 for body in reductions)
+
+
+def test_global_reads_are_reused_only_across_shared_memory_writes():
+    """mlir.reuse_global_reads: a load that repeats an earlier one of its block takes its value across
+    barriers and shared-memory stores, not across a store to global memory (it might have changed it)."""
+    text = """
+    gpu.module @kernels {
+      gpu.func @k(%a: memref<64xf32>, %b: memref<64xf32>, %i: index) kernel {
+        %tile = memref.alloc() : memref<64xf32, #gpu.address_space<workgroup>>
+        %x = vector.load %a[%i] : memref<64xf32>, vector<4xf32>
+        vector.store %x, %tile[%i] : memref<64xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+        gpu.barrier
+        %y = vector.load %a[%i] : memref<64xf32>, vector<4xf32>
+        vector.store %y, %b[%i] : memref<64xf32>, vector<4xf32>
+        %z = vector.load %a[%i] : memref<64xf32>, vector<4xf32>
+        vector.store %z, %b[%i] : memref<64xf32>, vector<4xf32>
+        gpu.return
+      }
+    }"""
+    with mlir.context():
+        module = mlir.parse(text, "kernels")
+        mlir.reuse_global_reads(module)
+        ir = str(module)
+    loads = re.findall(r"(%\w+) = vector.load", ir)
+    assert len(loads) == 2, ir  # %y is %x; %z, after the store to %b, is read again
+    stores = re.findall(r"vector.store (%\w+), %arg1", ir)
+    assert stores == [loads[0], loads[1]], ir

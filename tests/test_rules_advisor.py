@@ -334,8 +334,7 @@ def test_a_row_kernel_only_takes_more_threads_per_row():
 
 def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
     """async_copy: the staged tiles of a tensor-core kernel in one more buffer each, filled by cp.async
-    (two buffers from synchronous staging), up to four; not for bf16, whose staged tiles cp.async
-    cannot fill, nor for a kernel that stages nothing."""
+    (two buffers from synchronous staging), up to four; not for a kernel that stages nothing."""
     f16 = dataclasses.replace(MATMUL, dtype="f16")
     staged = OpSchedule(0, "matmul", [128, 64, 0], [64, 64, 0], reduction_tile=32, promote_shared=True,
                         tensor_core="mma_sync")
@@ -344,5 +343,4 @@ def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 2))
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=3), f16, True).value == 4
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=4), f16, True) is None
-    assert edit_for("deepen_pipeline", staged, dataclasses.replace(MATMUL, dtype="bf16"), True) is None
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, promote_shared=False), f16, True) is None

@@ -69,8 +69,8 @@ def apply_transform(payload: ir.Module, transform_module: ir.Module, entry: str 
 
 def run_on_contracting_kernels(module: ir.Module, pipeline: str) -> None:
     """Run `pipeline` (anchored on gpu.func) on each kernel that still holds a vector.contract; a
-    kernel that stages bf16 operand tiles goes through it as f16 (stage_bf16_as_f16) and gets its
-    mma.sync back on bf16 (mma_sync_on_bf16)."""
+    kernel that stages bf16 operand tiles goes through it with them typed f16 (stage_bf16_as_f16), and
+    gets them back as bf16 after it (restore_bf16_tiles)."""
     for kernel in _kernel_ops(module, "gpu.func"):
         if _ops_named(kernel, "vector.contract", first_only=True):
             bf16 = stage_bf16_as_f16(kernel)
@@ -81,13 +81,17 @@ def run_on_contracting_kernels(module: ir.Module, pipeline: str) -> None:
                 raise MlirError(f"pass pipeline {pipeline!r} failed: {e}") from None
             _restore_loop_marks(kernel, marks)
             if bf16:
-                mma_sync_on_bf16(kernel)
+                restore_bf16_tiles(kernel)
+
+
+def _named_attributes(op) -> list:
+    return [op.attributes[i] for i in range(len(op.attributes))]
 
 
 def _loop_marks(kernel) -> list[dict[str, ir.Attribute]]:
     """The farm.* marks of each scf.for of the kernel, in walk order."""
-    return [{a.name: a.attr for a in (loop.attributes[i] for i in range(len(loop.attributes)))
-             if a.name.startswith("farm.")} for loop in _ops_named(kernel, "scf.for")]
+    return [{a.name: a.attr for a in _named_attributes(loop) if a.name.startswith("farm.")}
+            for loop in _ops_named(kernel, "scf.for")]
 
 
 def _restore_loop_marks(kernel, marks: list[dict[str, ir.Attribute]]) -> None:
@@ -101,29 +105,52 @@ def _restore_loop_marks(kernel, marks: list[dict[str, ir.Attribute]]) -> None:
             loop.attributes[name] = value
 
 
+BF16_AS_F16 = "farm.bf16_as_f16"  # a bf16 tile that stage_bf16_as_f16 typed f16
+
+
+def _views(value: ir.Value) -> list[ir.Value]:
+    """`value` (a memref) and the subviews of it, transitively (a multi-buffered tile's buffers)."""
+    found = [value]
+    for use in value.uses:
+        if use.owner.name == "memref.subview":
+            found += _views(use.owner.results[0])
+    return found
+
+
+def _retype(value: ir.Value, element: ir.Type) -> None:
+    old = ir.MemRefType(value.type)
+    value.set_type(ir.MemRefType.get(old.shape, element, old.layout, memory_space=old.memory_space))
+
+
+def _accesses(value: ir.Value) -> list:
+    """The ops that read or write the tile `value` other than through its subviews."""
+    return [use.owner for view in _views(value) for use in view.uses if use.owner.name != "memref.subview"]
+
+
 def stage_bf16_as_f16(kernel) -> bool:
     """convert-vector-to-gpu has no mma fragments for bf16 (mma.sync has m16n8k16 for it, as for f16):
-    the kernel's bf16 operand tiles in shared memory are typed f16 (the same 16 bits, copied in through a
-    vector.bitcast), so that the contractions reading them become ldmatrix + mma.sync on "f16" fragments,
-    whose mma_sync_on_bf16 then reads as bf16. Only where every use of such a tile is a copy into it
+    the kernel's bf16 operand tiles in shared memory (and their subviews, a multi-buffered tile's
+    buffers) are typed f16 (the same 16 bits, copied in through a vector.bitcast), so that the
+    contractions reading them become ldmatrix + mma.sync on "f16" fragments; restore_bf16_tiles types
+    them back after the conversion. Only where every access to such a tile is a copy into it
     (vector.transfer_write) or a read that only contractions take (no arithmetic ever sees the f16
-    typing); returns whether the kernel was retyped."""
+    typing); the tiles are marked BF16_AS_F16; returns whether the kernel was retyped."""
     bf16, f16 = ir.BF16Type.get(), ir.F16Type.get()
     tiles = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a)
              and ir.MemRefType(a.results[0].type).element_type == bf16]
 
-    def staged(use) -> bool:
-        op = use.owner
+    def staged(op) -> bool:
         return op.name == "vector.transfer_write" or op.name == "vector.transfer_read" and all(
             u.owner.name == "vector.contract" for u in op.results[0].uses)
 
-    if not tiles or not all(staged(use) for a in tiles for use in a.results[0].uses):
+    if not tiles or not all(staged(op) for a in tiles for op in _accesses(a.results[0])):
         return False
     for alloc in tiles:
-        old = ir.MemRefType(alloc.results[0].type)
-        alloc.results[0].set_type(ir.MemRefType.get(old.shape, f16, old.layout, memory_space=old.memory_space))
-        for use in list(alloc.results[0].uses):
-            op = use.owner
+        accesses = _accesses(alloc.results[0])
+        for view in _views(alloc.results[0]):
+            _retype(view, f16)
+        alloc.attributes[BF16_AS_F16] = ir.UnitAttr.get()
+        for op in accesses:
             with ir.InsertionPoint(op), op.location:
                 if op.name == "vector.transfer_write":
                     value = ir.VectorType(op.operands[0].type)
@@ -140,14 +167,27 @@ def _transfer_padding(read) -> int:
     return 1 + ir.DenseI32ArrayAttr(read.attributes["operandSegmentSizes"])[1]
 
 
-def mma_sync_on_bf16(kernel) -> None:
-    """The kernel's mma.sync ops take their A and B fragments as bf16 (stage_bf16_as_f16 typed them f16)."""
+def restore_bf16_tiles(kernel) -> None:
+    """After the tensor-core conversion: the tiles stage_bf16_as_f16 typed f16 are bf16 again, their
+    copies store the bf16 values themselves (cp.async can then copy them: it takes one element type),
+    and the ldmatrix fragments read from them are bf16, which the mma.sync take as such."""
     bf16 = ir.BF16Type.get()
-    for op in _ops_named(kernel, "nvgpu.mma.sync"):
-        with ir.InsertionPoint(op), op.location:
-            for i in (0, 1):
-                fragment = ir.VectorType(op.operands[i].type)
-                op.operands[i] = vector_dialect.BitCastOp(ir.VectorType.get(fragment.shape, bf16), op.operands[i]).result
+    for alloc in [a for a in _ops_named(kernel, "memref.alloc") if BF16_AS_F16 in a.attributes]:
+        accesses = _accesses(alloc.results[0])
+        for view in _views(alloc.results[0]):
+            _retype(view, bf16)
+        for op in accesses:
+            if op.name == "vector.transfer_write" and op.operands[0].owner.name == "vector.bitcast":
+                cast = op.operands[0].owner
+                op.operands[0] = cast.operands[0]
+                if not list(cast.results[0].uses):
+                    cast.erase()
+            elif op.name == "nvgpu.ldmatrix" and all(u.owner.name == "nvgpu.mma.sync" for u in op.results[0].uses):
+                fragment = ir.VectorType(op.results[0].type)
+                op.results[0].set_type(ir.VectorType.get(fragment.shape, bf16))
+            else:
+                raise MlirError(f"a bf16 tile typed f16 for the tensor-core conversion is accessed by {op.name}, "
+                                "which restore_bf16_tiles cannot type back")
 
 
 def main_func(module: ir.Module):
@@ -409,6 +449,61 @@ def sync_after_block_loops(module: ir.Module) -> None:
             with ir.InsertionPoint(last_write), last_write.location:
                 barrier = gpu_dialect.BarrierOp()
             barrier.operation.move_after(last_write)
+
+
+READS = ("vector.load", "memref.load", "vector.transfer_read")
+WRITES = ("vector.store", "memref.store", "vector.transfer_write", "vector.maskedstore", "vector.scatter",
+          "memref.copy", "memref.atomic_rmw", "memref.generic_atomic_rmw", "nvgpu.device_async_copy")
+
+
+def _outside_shared_memory(value: ir.Value) -> bool:
+    return value.type.typeid == ir.MemRefType.static_typeid and \
+        str(ir.MemRefType(value.type).memory_space) != WORKGROUP
+
+
+def _may_write_outside_shared_memory(op) -> bool:
+    """Whether `op`, or an op inside it, writes (or may write) memory other than shared memory."""
+    found = False
+
+    def visit(o):
+        nonlocal found
+        if o.name in WRITES and any(_outside_shared_memory(v) for v in o.operands):
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+def reuse_global_reads(module: ir.Module) -> None:
+    """A kernel that reads the same global memory again (a row kernel's passes over its row: max, sum,
+    normalize, with barriers between them) reads it once: a load with the same operands, attributes and
+    type as an earlier one of its block, with no write to memory outside shared memory in between, takes
+    the earlier one's value. LLVM keeps such loads, as the barriers between them clobber memory."""
+    def blocks(op):
+        for region in op.regions:
+            for block in region.blocks:
+                yield block
+                for inner in block.operations:
+                    yield from blocks(inner.operation)
+
+    for kernel in _kernel_ops(module, "gpu.func"):
+        for block in list(blocks(kernel.operation)):
+            seen, repeated = {}, []
+            for op in block.operations:
+                if op.name in READS and _outside_shared_memory(op.operands[0]):
+                    key = (op.name, tuple(op.operands), str(op.results[0].type),
+                           tuple((a.name, str(a.attr)) for a in _named_attributes(op)))
+                    if key in seen:
+                        repeated.append((op, seen[key]))
+                    else:
+                        seen[key] = op
+                elif _may_write_outside_shared_memory(op.operation):
+                    seen.clear()
+            for op, first in repeated:
+                op.results[0].replace_all_uses_with(first.results[0])
+                op.erase()
 
 
 def scratch_to_stack(module: ir.Module) -> None:

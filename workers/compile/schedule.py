@@ -34,8 +34,8 @@ from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import PREPARE_STEPS
-from workers.compile.tensor_core import (PIPELINE_SEQUENCE, MmaPlan, emit_async_copies, emit_mma_contracts,
-                                        emit_mma_group, emit_pipelined_k_loop, emit_shared_accumulator,
+from workers.compile.tensor_core import (PIPELINE_SEQUENCE, MmaPlan, emit_mma_contracts, emit_mma_group,
+                                        emit_multibuffers, emit_pipelined_k_loop, emit_shared_accumulator,
                                         emit_staged_copies, emit_staged_tiles, plan_mma)
 from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit,
                              ScheduleParams, default_split_factor, img2col_aligned, img2col_alignments,
@@ -351,8 +351,9 @@ class MmaTiles(NamedTuple):
 # (benchmarks/results/schedule_sweep_h200.md runs 3-11): f16 in 128x128 blocks of four 64x64 warps, K steps
 # of 64 filled by cp.async two steps ahead (1.24x over 128x64 blocks of two warps with K32 and 3 stages,
 # 2.05x over synchronous staging), where the grid fills the GPU; TF32 in two 64x64 warps with K steps of
-# 32, 3 stages (1.20x over four 64x32 warps); bf16 as f16 but synchronous (pipeline_depth does not take
-# it); the unstaged tiles are for kernels that staging does not fit.
+# 32, 3 stages (1.20x over four 64x32 warps); bf16 as f16 but synchronous until its cp.async pipeline
+# (which compiles) has run on the GPU (schedule_sweep.py's BF16_VARIANTS); the unstaged tiles are for
+# kernels that staging does not fit.
 _UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
                        MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
                        MmaTiles((32, 32), (16, 16), 16, False)]
@@ -821,7 +822,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
                      f": ({ANY}) -> {ANY}")
         func = "%staged_hoisted"
         for k, plan in pipelined.items():
-            lines += emit_async_copies(k, plan, func)
+            lines += emit_multibuffers(k, plan, func)
     # the rest lowers contractions to FMAs: tensor-core kernels keep theirs for convert-vector-to-gpu
     plain = [k for k in range(len(kernels)) if k not in tensor_cores]
     target = func

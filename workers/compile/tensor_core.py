@@ -17,10 +17,11 @@ the thread mapping puts barriers between the three steps. With `promote_shared` 
 K instead, each step's A and B tiles copied into shared memory by all its threads before the warps'
 mma tiles read them (ldmatrix). With `pipeline_depth` d > 1 those tiles have d buffers each, filled by
 cp.async: the copies are unrolled, the buffers hoisted out of the K loop and multi-buffered
-(memref.multibuffer), the copies made asynchronous (nvgpu.create_async_groups) and, after the
-tensor-core conversion (whose rebuilt loop has no vector.contract left for the pipeliner to trip on),
-the K loop software-pipelined (nvgpu.pipeline_shared_memory_copies, the PIPELINE_SEQUENCE of
-transform.mlir): the copies of step i+d are issued once the warps are done with step i.
+(memref.multibuffer); after the tensor-core conversion (whose rebuilt loop has no vector.contract left
+for the pipeliner to trip on, and which needs a bf16 kernel's tiles typed f16 for a while), the
+PIPELINE_SEQUENCE of transform.mlir makes the copies asynchronous (nvgpu.create_async_groups) and
+software-pipelines the K loop (nvgpu.pipeline_shared_memory_copies): the copies of step i+d are issued
+once the warps are done with step i.
 """
 from __future__ import annotations
 
@@ -125,9 +126,6 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     stages = max(s.pipeline_depth, 1)
     if stages > 1 and not s.promote_shared:
         raise ValueError("pipeline_depth multi-buffers the staged A and B tiles: it needs promote_shared")
-    if stages > 1 and operand == "bf16":
-        raise ValueError("pipeline_depth: bf16 tiles are staged as f16 for convert-vector-to-gpu "
-                         "(mlir.stage_bf16_as_f16), which cp.async, copying one element type, cannot fill")
     plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warp, k_step,
                    matmul.info.dtype, operand, stages)
     if plan.threads > MAX_THREADS:
@@ -318,11 +316,9 @@ def emit_staged_tiles(kernel: int, plan: MmaPlan, func: str) -> list[str]:
     return out
 
 
-def emit_async_copies(kernel: int, plan: MmaPlan, func: str) -> list[str]:
-    """After the staged tiles left the K loop (buffer-loop-hoisting on `func`): each becomes
-    plan.stages buffers, a K step's copies into them cp.async groups, and the waits for a step's
-    groups let the groups of the stages - 1 steps after it stay in flight."""
-    in_flight = GROUPS_PER_K_STEP * (plan.stages - 1)
+def emit_multibuffers(kernel: int, plan: MmaPlan, func: str) -> list[str]:
+    """After the staged tiles left the K loop (buffer-loop-hoisting on `func`): each becomes plan.stages
+    buffers, K step i using buffer i mod stages."""
     return [
         f'    %tc{kernel}_staged = transform.structured.match ops{{["memref.alloc"]}} attributes{{{STAGED} = {kernel} : i64}} '
         f"in {func} : ({ANY}) -> {ANY}",
@@ -331,21 +327,24 @@ def emit_async_copies(kernel: int, plan: MmaPlan, func: str) -> list[str]:
         # analysis only recognises in memref.copy
         f"    %tc{kernel}_buffers = transform.memref.multibuffer %tc{kernel}_allocs {{factor = {plan.stages}, skip_analysis}} "
         f': (!transform.op<"memref.alloc">) -> {ANY}',
-        _k_loop(kernel, func).replace(f"%tc{kernel}_kloop", f"%tc{kernel}_kloop_mb"),
-        f"    %tc{kernel}_async = transform.nvgpu.create_async_groups %tc{kernel}_kloop_mb {{bypass_l1}} : ({ANY}) -> {ANY}",
-        f'    %tc{kernel}_waits = transform.structured.match ops{{["nvgpu.device_async_wait"]}} in %tc{kernel}_async '
-        f": ({ANY}) -> {ANY}",
-        f"    %tc{kernel}_in_flight = transform.param.constant {in_flight} : i32 -> !transform.param<i32>",
-        f'    transform.annotate %tc{kernel}_waits "numGroups" = %tc{kernel}_in_flight : {ANY}, !transform.param<i32>',
     ]
 
 
 def emit_pipelined_k_loop(kernel: int, plan: MmaPlan) -> list[str]:
-    """PIPELINE_SEQUENCE's steps for the kernel: its K loop software-pipelined over plan.stages steps, the
-    last steps' copies predicated off (zero bytes) rather than peeled."""
+    """PIPELINE_SEQUENCE's steps for the kernel, after the tensor-core conversion (a bf16 kernel's tiles
+    are bf16 again then, so that its copies read and write one type): a K step's copies become cp.async
+    groups, whose waits let the groups of the stages - 1 steps after it stay in flight, and the K loop is
+    software-pipelined over plan.stages steps, the last steps' copies predicated off (zero bytes) rather
+    than peeled."""
+    in_flight = GROUPS_PER_K_STEP * (plan.stages - 1)
     return [_k_loop(kernel, "%root"),
+            f"    %tc{kernel}_async = transform.nvgpu.create_async_groups %tc{kernel}_kloop {{bypass_l1}} : ({ANY}) -> {ANY}",
+            f'    %tc{kernel}_waits = transform.structured.match ops{{["nvgpu.device_async_wait"]}} in %tc{kernel}_async '
+            f": ({ANY}) -> {ANY}",
+            f"    %tc{kernel}_in_flight = transform.param.constant {in_flight} : i32 -> !transform.param<i32>",
+            f'    transform.annotate %tc{kernel}_waits "numGroups" = %tc{kernel}_in_flight : {ANY}, !transform.param<i32>',
             f"    %tc{kernel}_pipelined = transform.nvgpu.pipeline_shared_memory_copies failures(propagate) "
-            f"%tc{kernel}_kloop {{depth = {plan.stages}}} : ({ANY}) -> {ANY}",
+            f"%tc{kernel}_async {{depth = {plan.stages}}} : ({ANY}) -> {ANY}",
             # the pipelined loop is a new one: it gets the mark back (mlir.overlap_tiles_dead_in_k_loops)
             f"    %tc{kernel}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
             f'    transform.annotate %tc{kernel}_pipelined "{K_LOOP}" = %tc{kernel}_id : {ANY}, !transform.param<i64>']
