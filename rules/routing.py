@@ -96,7 +96,11 @@ def enable_fusion(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdi
 
 
 def enable_promote(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    return None if s.promote_shared else ScheduleEdit(s.op_index, "promote_shared", True)
+    """A tensor-core kernel's A and B tiles staged in shared memory per K step (the compile stage stages
+    no other kernel's operands)."""
+    if s.promote_shared or s.tensor_core != "mma_sync":
+        return None
+    return ScheduleEdit(s.op_index, "promote_shared", True)
 
 
 def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:

@@ -344,3 +344,13 @@ def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=3), f16, True).value == 4
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=4), f16, True) is None
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, promote_shared=False), f16, True) is None
+
+
+def test_promote_shared_stages_only_tensor_core_kernels():
+    """promote_shared: only a tensor-core kernel stages its operand tiles (the compile stage stages no other
+    kernel's), and only once."""
+    f16 = dataclasses.replace(MATMUL, dtype="f16")
+    unstaged = OpSchedule(0, "matmul", [128, 64, 0], [64, 64, 0], reduction_tile=32, tensor_core="mma_sync")
+    assert edit_for("enable_promote", unstaged, f16, True) == ScheduleEdit(0, "promote_shared", True)
+    assert edit_for("enable_promote", dataclasses.replace(unstaged, promote_shared=True), f16, True) is None
+    assert edit_for("enable_promote", matmul_schedule(), MATMUL, True) is None
