@@ -268,3 +268,45 @@ def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_pat
                          ScheduleEdit(s.op_index, "reduction_tile", 512))
     refused = compile_iteration(str(job), 3, too_big)
     assert not refused.ok and "need more shared memory than 232448 bytes" in refused.error
+
+
+SHORT_K_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+def get_inputs():
+    return [torch.randn(256, 64, dtype=torch.float16), torch.randn(64, 256, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_k_loop_shorter_than_the_pipeline_stages_it_cannot_fill(tmp_path):
+    """K = 64: two K steps of 32 cannot fill v0's three cp.async stages (the pipeliner's precondition), so
+    v0 stages synchronously; a pipeline as deep as the K steps compiles, a deeper one is refused at the
+    schedule stage with the reason, and a single K step (no K loop) compiles staged."""
+    (tmp_path / "model.py").write_text(SHORT_K_MODEL)
+    job = tmp_path / "job"
+    lower_model(str(tmp_path / "model.py"), str(job))
+    params = initial_params(str(job))
+    (s,) = [s for s in params.ops if s.tensor_core == "mma_sync"]
+    assert (s.promote_shared, s.reduction_tile, s.pipeline_depth) == (True, 32, 0)
+    cases = [({}, True), ({"pipeline_depth": 2}, True), ({"pipeline_depth": 3}, False),
+             ({"reduction_tile": 64}, True)]
+    for version, (fields, compiles) in enumerate(cases):
+        edited = params
+        for field, value in fields.items():
+            edited = apply_edit(edited, ScheduleEdit(s.op_index, field, value))
+        result = compile_iteration(str(job), version, edited)
+        assert result.ok == compiles, (fields, result.error)
+        if not compiles:
+            assert result.stage == "schedule" and "pipeline_depth 3 needs at least 3 K steps" in result.error
+    assert "cp.async" in (job / "v1" / "kernels.ptx").read_text()

@@ -811,7 +811,9 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         # accumulators of a vectorized reduction loop stay in registers across its iterations
         f"    %hoisted = transform.structured.hoist_redundant_vector_transfers %gpu_func : ({ANY}) -> {ANY}",
     ]
-    staged = {k: plan for k, plan in tensor_cores.items() if schedules[kernels[k].anchor].promote_shared}
+    # staged tiles in a K loop (a single K step leaves no loop, and nothing to pipeline)
+    staged = {k: plan for k, plan in tensor_cores.items()
+              if schedules[kernels[k].anchor].promote_shared and plan.k_steps > 1}
     pipelined = {k: plan for k, plan in staged.items() if plan.stages > 1}
     func = "%hoisted"
     for k, plan in staged.items():

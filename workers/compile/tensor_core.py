@@ -57,6 +57,7 @@ class MmaPlan:
     block: tuple[int, int]  # output tile (m, n) of a block
     warp: tuple[int, int]  # output tile (m, n) of a warp
     k_step: int
+    k_steps: int  # K / k_step: the K loop's trip count
     accumulator: str  # element type of the matmul's result
     operand: str  # element type of A and B: a key of MMA_SHAPES
     stages: int = 1  # buffers per staged tile (pipeline_depth); 1: copied synchronously
@@ -126,7 +127,10 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     stages = max(s.pipeline_depth, 1)
     if stages > 1 and not s.promote_shared:
         raise ValueError("pipeline_depth multi-buffers the staged A and B tiles: it needs promote_shared")
-    plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warp, k_step,
+    if stages > 1 and k // k_step < stages:
+        raise ValueError(f"pipeline_depth {stages} needs at least {stages} K steps (the software pipeline's "
+                         f"stages), K={k} has {k // k_step} of {k_step}")
+    plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warp, k_step, k // k_step,
                    matmul.info.dtype, operand, stages)
     if plan.threads > MAX_THREADS:
         raise ValueError(f"{math.prod(plan.warps)} warps ({plan.threads} threads) per block exceed {MAX_THREADS}")
