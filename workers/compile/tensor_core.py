@@ -74,6 +74,11 @@ class MmaPlan:
     def threads(self) -> int:
         return WARP_SIZE * math.prod(self.warps)
 
+    @property
+    def staged_tiles(self) -> list[tuple[int, int]]:
+        """The A (block_m x k_step) and B (k_step x block_n) tiles of a K step."""
+        return [(self.block[0], self.k_step), (self.k_step, self.block[1])]
+
     def epilogue_tile(self) -> tuple[int, int]:
         """A thread's (rows, columns) of the epilogue: up to EPILOGUE_VECTOR neighbouring columns per
         row (one 128-bit load of f32 accumulators), all threads of the block busy."""
@@ -139,7 +144,7 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
                          f"{shared} bytes of shared memory, over {MAX_SHARED_BYTES}")
     row = ELEMENT_BYTES[operand]
-    staged = stages * (block[0] * padded_columns(k_step, row) + k_step * padded_columns(block[1], row)) * row \
+    staged = stages * sum(rows * padded_columns(columns, row) for rows, columns in plan.staged_tiles) * row \
         if s.promote_shared else 0
     if shared + staged > MAX_SHARED_BYTES:
         raise ValueError(f"promote_shared: the A and B tiles of {stages} K step(s) ({staged} bytes) and the accumulator "
@@ -255,7 +260,7 @@ def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
         f"0.0 : {operand}, 0.0 : {acc}], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
         f": ({ANY}) -> ({ANY}, {ANY}, {ANY})",
     ]
-    for i, shape in enumerate([(plan.block[0], plan.k_step), (plan.k_step, plan.block[1])]):
+    for i, shape in enumerate(plan.staged_tiles):
         rows, cols = copy_tile(shape, plan.threads, ELEMENT_BYTES[operand])
         out += [
             f"    %{k}_pad{i} = transform.get_producer_of_operand %{k}_pd[{i}] : ({ANY}) -> {ANY}",
@@ -312,8 +317,7 @@ def emit_staged_tiles(kernel: int, plan: MmaPlan, func: str) -> list[str]:
            f"    %tc{kernel}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
            f'    transform.annotate %tc{kernel}_operand_tiles "{STAGED}" = %tc{kernel}_id : {ANY}, !transform.param<i64>']
     if plan.stages > 1:
-        for rows in sorted({copy_tile(shape, plan.threads, ELEMENT_BYTES[plan.operand])[0]
-                            for shape in [(plan.block[0], plan.k_step), (plan.k_step, plan.block[1])]}):
+        for rows in sorted({copy_tile(shape, plan.threads, ELEMENT_BYTES[plan.operand])[0] for shape in plan.staged_tiles}):
             out += [f'    %tc{kernel}_rows{rows} = transform.structured.match ops{{["scf.for"]}} attributes{{{COPY_ROWS} = '
                     f"{rows} : i64}} in %tc{kernel}_kloop : ({ANY}) -> {ANY}",
                     f"    transform.loop.unroll %tc{kernel}_rows{rows} {{factor = {rows}}} : {ANY}"]
