@@ -171,16 +171,21 @@ def main() -> int:
     rows = measure(args.out, args.profile, args.timeout)
     print("\n".join(rows))
     if args.record:
-        import torch
-
-        header = [f"## {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-                  f"- device: {torch.cuda.get_device_name()}, torch {torch.__version__}",
-                  f"- command: `python3 benchmarks/perf_targets.py measure {args.out}"
-                  + (" --profile" if args.profile else "") + "` (job folders compiled on the CPU machine by "
-                  f"`benchmarks/perf_targets.py compile {args.out}`)", ""]
-        with open(args.record, "a") as f:
-            f.write("\n".join(header + rows) + "\n\n")
+        append_record(args.record, "perf_targets.py", args.out, rows, " --profile" if args.profile else "")
     return 0
+
+
+def append_record(path: Path, script: str, out: Path, rows: list[str], options: str = "") -> None:
+    """Append a table measured on this GPU node to a results file, headed by when, on which device and
+    torch, and by which commands its job folders were compiled (on a CPU machine) and measured."""
+    import torch  # the node's
+
+    header = [f"## {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+              f"- device: {torch.cuda.get_device_name()}, torch {torch.__version__}",
+              f"- command: `python3 benchmarks/{script} measure {out}{options}` (job folders compiled on the CPU "
+              f"machine by `benchmarks/{script} compile {out}`)", ""]
+    with open(path, "a") as f:
+        f.write("\n".join(header + rows) + "\n\n")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ The table shows each variant's median time as a ratio to v0 of the same job, mea
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import sys
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.perf_targets import MODELS, ZOO, compiled_versions  # noqa: E402
+from benchmarks.perf_targets import MODELS, ZOO, append_record, compiled_versions  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -201,14 +200,7 @@ def main() -> int:
         return 0
     rows = measure(args.out, args.timeout)
     if args.record:
-        import torch
-
-        header = [f"## {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-                  f"- device: {torch.cuda.get_device_name()}, torch {torch.__version__}",
-                  f"- command: `python3 benchmarks/schedule_sweep.py measure {args.out}` (compiled on the CPU "
-                  f"machine by `benchmarks/schedule_sweep.py compile {args.out}`)", ""]
-        with open(args.record, "a") as f:
-            f.write("\n".join(header + rows) + "\n\n")
+        append_record(args.record, "schedule_sweep.py", args.out, rows)
     return 0
 
 

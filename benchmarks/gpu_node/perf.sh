@@ -5,7 +5,8 @@
 #   bash benchmarks/gpu_node/perf.sh loop DIR MODEL.py... # orchestrator submit: the whole loop, ITER (6)
 #                                                         # iterations; DIR/<model>/ holds each lowering
 # Several steps share one call (one node start, one environment): `perf.sh sweep A targets B`; a loop
-# step comes last. All of them stop in time for the device tool's 600 s (BUDGET_S, 570).
+# step comes last. All of them stop in time for the device tool's 600 s (BUDGET_S, 570). PROFILE=1: the
+# targets step also runs Nsight Compute (its metrics in the records).
 usage="usage: perf.sh targets|sweep DIR [targets|sweep DIR ...] [loop DIR MODEL.py...]"
 [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
 set -e
@@ -18,7 +19,8 @@ while [ $# -ge 2 ]; do
     shift 2
     limit=$(( ${BUDGET_S:-570} - SECONDS ))  # what is left of the budget, for this step and the rest
     case $step in
-        targets) timeout $limit python3 benchmarks/perf_targets.py measure "$dir" --timeout 60 --record "$OUT/perf_targets.md"
+        targets) timeout $limit python3 benchmarks/perf_targets.py measure "$dir" --timeout 60 ${PROFILE:+--profile} \
+                     --record "$OUT/perf_targets.md"
                  records "$dir" ;;
         sweep) timeout $limit python3 benchmarks/schedule_sweep.py measure "$dir" --timeout 60 --record "$OUT/sweep.md"
                records "$dir" ;;
