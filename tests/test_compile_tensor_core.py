@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import lower_zoo
+from conftest import MODELS, lower_zoo
 
 from workers.compile import apply_edit, compile_iteration, initial_params
 from workers.compile.tensor_core import padded_columns
@@ -179,6 +179,14 @@ def test_staged_rows_are_an_odd_number_of_16_byte_chunks_apart(columns, element_
         assert len({i * stride % 128 for i in range(8)}) == 8
 
 
+@pytest.mark.parametrize("columns, padded", [(8, 8), (32, 40), (64, 72), (128, 136)])
+def test_rows_read_by_scalar_fragment_loads_are_8_banks_apart(columns, padded):
+    """TF32's B fragments: lane l of a warp loads row l % 4, column l / 4 (+ the fragment's offsets); with
+    rows 8 banks apart modulo 32 the 32 lanes hit 32 different banks (rows of 68 floats: 2 lanes a bank)."""
+    assert padded_columns(columns, 4, scalar_fragments=True) == padded
+    assert len({(lane % 4 * padded + lane // 4) % 32 for lane in range(32)}) == 32
+
+
 @pytest.mark.parametrize("job, field, value, reason", [
     ("elementwise_chain", "tensor_core", "mma_sync", "tensor_core applies to a linalg.matmul kernel"),
     ("matmul_f16", "block_tile", [64, 12], "block_tile [64, 12] must divide the output 256x256"),
@@ -210,6 +218,9 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
     assert (s.thread_tile[:2], s.promote_shared, s.reduction_tile, s.pipeline_depth) == ([64, 64], True, 32, 3)
     assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 128 and "cp.async" in ptx
     assert [t for t in k_loop_accumulators(job / "v5") if t.startswith("vector")] == ["vector<2x2xf32>"] * 32
+    # A's fragments come by ldmatrix (rows of 32 + 4 floats), B's by scalar loads (rows of 64 + 8 floats)
+    gpu = (job / "v5" / "gpu.mlir").read_text()
+    assert "memref<3x128x32xf32, strided<[4608, 36, 1]>" in gpu and "memref<3x32x64xf32, strided<[2304, 72, 1]>" in gpu
     config = LaunchConfig.from_json((job / "v5" / "config.json").read_text())
     assert (config.precision, config.atol) == ("tf32", 5e-3)
 
@@ -270,32 +281,12 @@ def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_pat
     assert not refused.ok and "need more shared memory than 232448 bytes" in refused.error
 
 
-SHORT_K_MODEL = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, a, b):
-        return a @ b
-
-
-def get_inputs():
-    return [torch.randn(256, 64, dtype=torch.float16), torch.randn(64, 256, dtype=torch.float16)]
-
-
-def get_init_inputs():
-    return []
-'''
-
-
 def test_a_k_loop_shorter_than_the_pipeline_stages_it_cannot_fill(tmp_path):
     """K = 64: two K steps of 32 cannot fill v0's three cp.async stages (the pipeliner's precondition), so
     v0 stages synchronously; a pipeline as deep as the K steps compiles, a deeper one is refused at the
     schedule stage with the reason, and a single K step (no K loop) compiles staged."""
-    (tmp_path / "model.py").write_text(SHORT_K_MODEL)
     job = tmp_path / "job"
-    lower_model(str(tmp_path / "model.py"), str(job))
+    lower_model(str(MODELS / "matmul_f16_short_k.py"), str(job))
     params = initial_params(str(job))
     (s,) = [s for s in params.ops if s.tensor_core == "mma_sync"]
     assert (s.promote_shared, s.reduction_tile, s.pipeline_depth) == (True, 32, 0)

@@ -264,21 +264,21 @@ INDEXED_ACCESSES = ("memref.load", "memref.store", "vector.load", "vector.store"
                     "vector.transfer_write", "nvgpu.ldmatrix", "nvgpu.device_async_copy")
 
 
-def pad_staged_tiles(module: ir.Module, padded_columns: Callable[[int, int], int], mark: str) -> None:
+def pad_staged_tiles(module: ir.Module, padded_columns: Callable[[int, int, bool], int], mark: str) -> None:
     """Widen the rows of the operand tiles that a kernel stages in shared memory per K step (workgroup
     allocations the schedule marked `mark`: [rows, columns], or [buffers, rows, columns] where they are
-    multi-buffered) to `padded_columns(columns, element_bytes)`, the tile becoming a view of the first
-    columns: the warps' fragment reads (ldmatrix: 8 rows of 16 bytes) of rows that are a multiple of 128
-    bytes apart fall in the same banks and are serialized. Run it after `fold-memref-alias-ops` (no
-    subviews of the tile left)."""
+    multi-buffered) to `padded_columns(columns, element_bytes, scalar_fragments)`, the tile becoming a view
+    of the first columns: the warps' fragment reads (ldmatrix: 8 rows of 16 bytes; scalar_fragments where
+    no ldmatrix reads the tile: 4 rows x 8 columns of 4 bytes) of rows that are a multiple of 128 bytes
+    apart fall in the same banks and are serialized. Run it after `fold-memref-alias-ops` (no subviews of
+    the tile left)."""
     for alloc in _kernel_ops(module, "memref.alloc"):
         old = ir.MemRefType(alloc.results[0].type)
-        if mark not in alloc.attributes or old.rank < 2:
-            continue
-        if any(use.owner.name not in INDEXED_ACCESSES for use in alloc.results[0].uses):
+        accesses = [use.owner.name for use in alloc.results[0].uses]
+        if mark not in alloc.attributes or old.rank < 2 or any(a not in INDEXED_ACCESSES for a in accesses):
             continue
         *outer, columns = old.shape
-        width = padded_columns(columns, old.element_type.width // 8)
+        width = padded_columns(columns, old.element_type.width // 8, "nvgpu.ldmatrix" not in accesses)
         if width == columns:
             continue
         strides = [math.prod(outer[i + 1:]) * width for i in range(len(outer))] + [1]

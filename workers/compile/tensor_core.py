@@ -144,8 +144,9 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
                          f"{shared} bytes of shared memory, over {MAX_SHARED_BYTES}")
     row = ELEMENT_BYTES[operand]
-    staged = stages * sum(rows * padded_columns(columns, row) for rows, columns in plan.staged_tiles) * row \
-        if s.promote_shared else 0
+    # TF32's B fragments are read by scalar loads, every other staged tile's by ldmatrix
+    staged = stages * sum(rows * padded_columns(columns, row, operand == "f32" and i == 1)
+                          for i, (rows, columns) in enumerate(plan.staged_tiles)) * row if s.promote_shared else 0
     if shared + staged > MAX_SHARED_BYTES:
         raise ValueError(f"promote_shared: the A and B tiles of {stages} K step(s) ({staged} bytes) and the accumulator "
                          f"tile ({shared} bytes) need more shared memory than {MAX_SHARED_BYTES} bytes")
@@ -225,10 +226,18 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
 LOAD_BYTES = 16  # one 128-bit global load when staging operand tiles
 
 
-def padded_columns(columns: int, element_bytes: int) -> int:
-    """Row length (elements) of a staged operand tile in shared memory: rows an odd number of 16-byte
-    chunks apart, so that the 8 rows of 16 bytes that one ldmatrix (or a warp's fragment loads) reads
-    lie in 8 different bank groups (mlir.pad_staged_tiles widens the tiles to it)."""
+BANKS = 32  # shared-memory banks of 4 bytes
+SCALAR_FRAGMENT_ROWS = 4  # rows of a tile that one scalar fragment load spans across a warp (TF32's B)
+
+
+def padded_columns(columns: int, element_bytes: int, scalar_fragments: bool = False) -> int:
+    """Row length (elements) of a staged operand tile in shared memory (mlir.pad_staged_tiles widens the
+    tiles to it): rows an odd number of 16-byte chunks apart, so that the 8 rows of 16 bytes that one
+    ldmatrix reads lie in 8 different bank groups; for a tile whose fragments are read by scalar 32-bit
+    loads instead (TF32's B: lane l reads row l % 4, column l / 4), rows BANKS / 4 banks apart modulo
+    BANKS, so that the 4 rows x 8 columns of one load fall in 32 different banks."""
+    if scalar_fragments and element_bytes == 4:
+        return columns + (BANKS // SCALAR_FRAGMENT_ROWS - columns) % BANKS
     row = columns * element_bytes
     if row % LOAD_BYTES or (row // LOAD_BYTES) % 2:
         return columns
