@@ -24,6 +24,10 @@ Elementwise kernels give each thread one 128-bit vector of the innermost loop (4
 arguments are marked 16-byte aligned so that these become ld.global.v4 / st.global.v4. Reduction loops
 that a kernel tiles and vectorizes keep their accumulator in registers
 (loop.hoist_loop_invariant_subsets on tensors, after CSE).
+
+Tensor-core kernels are emitted by tensor_core.py; one whose staged tiles are filled by cp.async
+(pipeline_depth) adds a second named sequence to transform.mlir, tensor_core.PIPELINE_SEQUENCE, which the
+compile driver applies after the tensor-core conversion.
 """
 from __future__ import annotations
 
