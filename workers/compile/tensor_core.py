@@ -193,11 +193,15 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
         # the accumulator tile becomes a block-local tensor (and so a shared-memory buffer), not a
         # slice of a whole-matrix temporary
         out.append(f"    transform.apply_patterns to {grid} {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {ANY}")
-    rows_cols = f"[{', '.join(map(str, plan.thread_grid()))}]"
     if fill:
-        out += [f"    %{k}_ft, %{k}_fthreads = transform.structured.tile_using_forall %{k}_fb num_threads {rows_cols} "
+        # over the block's threads as the epilogue is, in rows of 1-D vectors: a thread's 2-D (column)
+        # vector of zeros went through a local-memory copy on its way to the tile
+        rows, cols = plan.epilogue_tile()
+        out += [f"    %{k}_ft, %{k}_fthreads = transform.structured.tile_using_forall %{k}_fb tile_sizes [{rows}, {cols}] "
                 f"(mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
-                f"    transform.structured.vectorize %{k}_ft : {ANY}"]
+                f"    %{k}_fr, %{k}_frows = transform.structured.tile_using_for %{k}_ft tile_sizes [1, 0] "
+                f": ({ANY}) -> ({ANY}, {ANY})",
+                f"    transform.structured.vectorize %{k}_fr : {ANY}"]
     if s.promote_shared:
         out += _staged_k_step(k, plan, matmul_b)
     else:
