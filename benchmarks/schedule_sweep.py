@@ -46,6 +46,8 @@ MMA_VARIANTS = [
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
     Variant("128x128 block, 4 warps of 64x64, K64, 2 stages", "matmul",
             {"block_tile": [128, 128], "reduction_tile": 64, "pipeline_depth": 2}),
+    # v0 at 4096: 210 registers per thread bound it to two blocks per SM; ptxas caps them at 168 for three
+    Variant("3 blocks per SM (registers capped)", "matmul", {"min_blocks_per_sm": 3}),
 ]
 # v0 of an f32 matmul in TF32: 128x64 blocks of four 64x32 warps, K steps of 32, cp.async 3 steps ahead
 TF32_VARIANTS = [

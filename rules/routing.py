@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import (IMG2COL_CONVS, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit,
-                             default_split_factor, reduction_extents)
+from workers.records import (IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule,
+                             ScheduleEdit, default_split_factor, reduction_extents)
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 
@@ -121,6 +121,13 @@ def deepen_pipeline(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleE
     return ScheduleEdit(s.op_index, "pipeline_depth", max(s.pipeline_depth + 1, 2))
 
 
+def cap_registers(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    """ptxas fits one more block of the kernel on an SM (.minnctapersm), capping its registers per thread:
+    two blocks first (one always fits)."""
+    blocks = max(s.min_blocks_per_sm + 1, 2)
+    return ScheduleEdit(s.op_index, "min_blocks_per_sm", blocks) if blocks <= MAX_BLOCKS_PER_SM else None
+
+
 def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """A 2-D conv as a gather fused into a register-tiled matmul (structured.convert_conv2d_to_img2col).
     The tiles then address the matmul's loops, so the edit carries the matmul template's tiles too."""
@@ -153,6 +160,7 @@ GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]]
     "enable_promote": enable_promote,
     "enable_mma_sync": enable_mma_sync,
     "deepen_pipeline": deepen_pipeline,
+    "cap_registers": cap_registers,
     "enable_img2col": enable_img2col,
     "none": lambda s, op, r: None,
 }

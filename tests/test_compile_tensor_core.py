@@ -301,3 +301,18 @@ def test_a_k_loop_shorter_than_the_pipeline_stages_it_cannot_fill(tmp_path):
         if not compiles:
             assert result.stage == "schedule" and "pipeline_depth 3 needs at least 3 K steps" in result.error
     assert "cp.async" in (job / "v1" / "kernels.ptx").read_text()
+
+
+def test_min_blocks_per_sm_caps_the_registers_through_ptxas(jobs):
+    """min_blocks_per_sm asks ptxas to fit that many blocks per SM (.minnctapersm on the kernel's entry),
+    which caps its registers per thread; outside 0..32 it fails at the schedule stage."""
+    job = jobs / "matmul_f16"
+    params = initial_params(str(job))
+    op = params.ops[0].op_index
+    result = compile_iteration(str(job), 8, apply_edit(params, ScheduleEdit(op, "min_blocks_per_sm", 3)))
+    assert result.ok, result.error
+    assert ".minnctapersm 3" in (job / "v8" / "kernels.ptx").read_text()
+    assert compile_iteration(str(job), 10, params).ok
+    assert ".minnctapersm" not in (job / "v10" / "kernels.ptx").read_text(), "ptxas's choice by default"
+    refused = compile_iteration(str(job), 9, apply_edit(params, ScheduleEdit(op, "min_blocks_per_sm", 40)))
+    assert not refused.ok and refused.stage == "schedule" and "min_blocks_per_sm must be 0..32" in refused.error

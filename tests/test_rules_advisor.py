@@ -354,3 +354,13 @@ def test_promote_shared_stages_only_tensor_core_kernels():
     assert edit_for("enable_promote", unstaged, f16, True) == ScheduleEdit(0, "promote_shared", True)
     assert edit_for("enable_promote", dataclasses.replace(unstaged, promote_shared=True), f16, True) is None
     assert edit_for("enable_promote", matmul_schedule(), MATMUL, True) is None
+
+
+def test_a_register_limited_kernel_may_get_its_registers_capped():
+    """register_cap: ptxas fits one more block per SM (min_blocks_per_sm: 2 first, one always fits), up to
+    the 32 blocks an SM takes; last in the occupancy route, after the tile families."""
+    schedule = matmul_schedule()
+    assert edit_for("cap_registers", schedule, MATMUL, True) == ScheduleEdit(0, "min_blocks_per_sm", 2)
+    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=3), MATMUL, True).value == 4
+    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=32), MATMUL, True) is None
+    assert load().routes["occupancy"]["*"][-1] == "register_cap"

@@ -31,6 +31,7 @@ V0_REDUCTION_TILE = 8
 # A kernel maps at most this many loops to blocks (grid x, y, z): the compile stage's mapping of more
 # loops through linear block ids computed wrong results on the H200 (benchmarks/results/loop_h200.md).
 MAX_GRID_DIMS = 3
+MAX_BLOCKS_PER_SM = 32  # resident blocks an SM of an H100/H200 takes (OpSchedule.min_blocks_per_sm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,6 +107,9 @@ class OpSchedule(JsonRecord):
     # one step, the copies of the next depth-1 are in flight (nvgpu.pipeline_shared_memory_copies);
     # 0 or 1: one buffer, copied synchronously every K step
     pipeline_depth: int = 0
+    # ptxas fits this many blocks of the kernel on an SM (.minnctapersm): fewer registers per thread,
+    # spilling if it must; 0 = ptxas's choice
+    min_blocks_per_sm: int = 0
 
 
 def reduction_extents(op: OpInfo) -> list[int]:

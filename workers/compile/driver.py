@@ -101,6 +101,8 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
         mlir.align_kernel_pointers(module)
+        mlir.limit_registers(module, {launch.kernel: kernel.min_blocks_per_sm
+                                      for launch, kernel in zip(launches.launches, kernels)})
         if pipeline.fp_contract:
             mlir.allow_fp_contraction(module)
         if params.precision == "tf32":

@@ -539,6 +539,15 @@ def enable_tf32_mma(module: ir.Module) -> None:
 POINTER_ALIGNMENT = 16
 
 
+def limit_registers(module: ir.Module, blocks_per_sm: dict[str, int]) -> None:
+    """Ask ptxas to fit blocks_per_sm[name] blocks of kernel `name` on an SM (nvvm.minctasm, PTX
+    .minnctapersm): it caps the registers per thread to what that many blocks leave."""
+    for kernel in _kernel_ops(module, "gpu.func"):
+        blocks = blocks_per_sm.get(ir.StringAttr(kernel.attributes["sym_name"]).value, 0)
+        if blocks:
+            kernel.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), blocks)
+
+
 def align_kernel_pointers(module: ir.Module) -> None:
     """Mark each memref argument of a kernel `llvm.align = 16`: with the bare-pointer ABI it is the base
     pointer of a whole device buffer (host views keep their source's pointer; the kernel applies the

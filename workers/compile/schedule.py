@@ -41,9 +41,9 @@ from workers.compile.pipeline import PREPARE_STEPS
 from workers.compile.tensor_core import (PIPELINE_SEQUENCE, MmaPlan, emit_mma_contracts, emit_mma_group,
                                         emit_multibuffers, emit_pipelined_k_loop, emit_shared_accumulator,
                                         emit_staged_copies, emit_staged_tiles, plan_mma)
-from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule, ScheduleEdit,
-                             ScheduleParams, default_split_factor, img2col_aligned, img2col_alignments,
-                             img2col_op as records_img2col_op, reduction_extents)
+from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE,
+                             OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor, img2col_aligned,
+                             img2col_alignments, img2col_op as records_img2col_op, reduction_extents)
 
 MAX_THREADS = 1024
 TARGET_THREADS = 256
@@ -74,6 +74,7 @@ class Kernel:
     family: str
     block: list[int]  # thread block shape [x, y, z]
     partial: bool = False
+    min_blocks_per_sm: int = 0  # the schedule's (.minnctapersm)
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
@@ -507,6 +508,9 @@ def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> MmaP
 def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
     """Check one kernel's tiles; returns the thread block shape [x, y, z]."""
     op = facts[g.anchor].info
+    if not 0 <= schedule.min_blocks_per_sm <= MAX_BLOCKS_PER_SM:
+        raise ScheduleError(f"op {op.index}: min_blocks_per_sm must be 0..{MAX_BLOCKS_PER_SM}, not "
+                            f"{schedule.min_blocks_per_sm}")
     members = [g.anchor] + ([g.producer] if g.producer is not None else [])
     if schedule.img2col:
         op = img2col_op(op)  # raises ScheduleError for a non-conv op
@@ -736,8 +740,9 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
         if s.split_reduction:
             member = _reduction_member(g, facts)
             partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction))
-            placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, partial=True)))
-        placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block)))
+            placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, True, s.min_blocks_per_sm)))
+        placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block,
+                                              min_blocks_per_sm=s.min_blocks_per_sm)))
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
