@@ -136,8 +136,8 @@ def stage_bf16_as_f16(kernel) -> bool:
     (vector.transfer_write) or a read that only contractions take (no arithmetic ever sees the f16
     typing); the tiles are marked BF16_AS_F16; returns whether the kernel was retyped."""
     bf16, f16 = ir.BF16Type.get(), ir.F16Type.get()
-    tiles = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a)
-             and ir.MemRefType(a.results[0].type).element_type == bf16]
+    tiles = [a for a in _shared_tiles(_ops_named(kernel, "memref.alloc"))
+             if ir.MemRefType(a.results[0].type).element_type == bf16]
 
     def staged(op) -> bool:
         return op.name == "vector.transfer_write" or op.name == "vector.transfer_read" and all(
@@ -234,18 +234,33 @@ def _kernel_ops(module: ir.Module, name: str) -> list:
 WORKGROUP = "#gpu.address_space<workgroup>"
 
 
-def _in_workgroup_memory(alloc) -> bool:
-    return str(ir.MemRefType(alloc.results[0].type).memory_space) == WORKGROUP
+def _is_memref(value: ir.Value) -> bool:
+    return value.type.typeid == ir.MemRefType.static_typeid
+
+
+def _in_shared_memory(value: ir.Value) -> bool:
+    """Whether `value` is a memref in workgroup (shared) memory."""
+    return _is_memref(value) and str(ir.MemRefType(value.type).memory_space) == WORKGROUP
+
+
+def _shared_tiles(ops: list) -> list:
+    """The memref.allocs among `ops` that are in shared memory."""
+    return [a for a in ops if _in_shared_memory(a.results[0])]
+
+
+def _enclosing(op, name: str):
+    """`op` itself, or the nearest op around it called `name`."""
+    while op.name != name:
+        op = op.parent
+    return op
 
 
 def workgroup_allocs_to_shared(module: ir.Module) -> None:
     """A memref.alloc in workgroup memory inside a kernel is a tile the whole block shares (a
     tensor-core kernel's accumulator tile); device malloc cannot give shared memory, so it becomes
     a `.shared` array: a memref.global of the kernel module read through memref.get_global."""
-    for n, alloc in enumerate(a for a in _kernel_ops(module, "memref.alloc") if _in_workgroup_memory(a)):
-        kernel_module = alloc.parent
-        while kernel_module.name != "gpu.module":
-            kernel_module = kernel_module.parent
+    for n, alloc in enumerate(_shared_tiles(_kernel_ops(module, "memref.alloc"))):
+        kernel_module = _enclosing(alloc, "gpu.module")
         memref_type = alloc.results[0].type
         name = f"__farm_shared_{n}"
         alignment = alloc.attributes["alignment"] if "alignment" in alloc.attributes else None
@@ -311,10 +326,8 @@ def overlap_tiles_dead_in_k_loops(module: ir.Module, staged_mark: str, loop_mark
         block = [op.operation for op in loop.operation.block.operations]
         at = block.index(loop.operation)
         copies = [i for i, op in enumerate(block[:at]) if op.name == "nvgpu.device_async_copy"]
-        kernel = loop.parent
-        while kernel.name != "gpu.func":
-            kernel = kernel.parent
-        others = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a) and staged_mark not in a.attributes]
+        others = [a for a in _shared_tiles(_ops_named(_enclosing(loop, "gpu.func"), "memref.alloc"))
+                  if staged_mark not in a.attributes]
         if not copies or not others:
             continue
 
@@ -353,7 +366,7 @@ def large_shared_to_dynamic(module: ir.Module) -> None:
     for what they span (dynamicSharedMemorySize; the measure worker lets the kernel use more than 48 KB).
     Run it before the launches are read (host.LaunchSequence)."""
     for kernel in _kernel_ops(module, "gpu.func"):
-        tiles = [a for a in _ops_named(kernel, "memref.alloc") if _in_workgroup_memory(a)]
+        tiles = _shared_tiles(_ops_named(kernel, "memref.alloc"))
         overlapping = [a for a in tiles if OVERLAPS_STAGED in a.attributes]
         if sum(_bytes(ir.MemRefType(a.results[0].type)) for a in tiles) <= STATIC_SHARED_BYTES and not overlapping:
             continue
@@ -417,15 +430,14 @@ def _set_launch_shared_bytes(module: ir.Module, kernel, size: int) -> None:
         launch.erase()
 
 
-WORKGROUP_WRITES = ("vector.store", "vector.transfer_write", "memref.store")
+STORES = ("vector.store", "vector.transfer_write", "memref.store")  # (value, memref, indices...)
+# every op that may write memory through a memref operand, in the kernels this stage makes
+WRITES = (*STORES, "vector.maskedstore", "vector.scatter", "memref.copy", "memref.atomic_rmw",
+          "memref.generic_atomic_rmw", "nvgpu.device_async_copy")
 
 
 def _writes_workgroup_memory(op) -> bool:
-    if op.name not in WORKGROUP_WRITES:
-        return False
-    target = op.operands[1]  # the memref written (after the value stored)
-    return target.type.typeid == ir.MemRefType.static_typeid and \
-        str(ir.MemRefType(target.type).memory_space) == WORKGROUP
+    return op.name in STORES and _in_shared_memory(op.operands[1])
 
 
 def sync_after_block_loops(module: ir.Module) -> None:
@@ -452,13 +464,10 @@ def sync_after_block_loops(module: ir.Module) -> None:
 
 
 READS = ("vector.load", "memref.load", "vector.transfer_read")
-WRITES = ("vector.store", "memref.store", "vector.transfer_write", "vector.maskedstore", "vector.scatter",
-          "memref.copy", "memref.atomic_rmw", "memref.generic_atomic_rmw", "nvgpu.device_async_copy")
 
 
 def _outside_shared_memory(value: ir.Value) -> bool:
-    return value.type.typeid == ir.MemRefType.static_typeid and \
-        str(ir.MemRefType(value.type).memory_space) != WORKGROUP
+    return _is_memref(value) and not _in_shared_memory(value)
 
 
 def _may_write_outside_shared_memory(op) -> bool:

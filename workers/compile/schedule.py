@@ -348,7 +348,7 @@ class MmaTiles(NamedTuple):
     warp: tuple[int, int]
     k_step: int
     staged: bool  # A/B staged in shared memory
-    stages: int = 1  # buffers per staged tile (pipeline_depth)
+    stages: int = 0  # pipeline_depth: buffers per staged tile filled by cp.async (0: synchronous)
     min_blocks: int = 0  # taken only where the grid has this many blocks
 
 
@@ -387,7 +387,7 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -
         tail = [0] * (n - 2)
         schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*t.block, *tail],
                               thread_tile=[*t.warp, *tail], reduction_tile=t.k_step, tensor_core="mma_sync",
-                              promote_shared=t.staged, pipeline_depth=t.stages if t.stages > 1 else 0)
+                              promote_shared=t.staged, pipeline_depth=t.stages)
         if grid_blocks(schedule, op) < t.min_blocks:
             continue
         try:
