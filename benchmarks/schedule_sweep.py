@@ -34,40 +34,30 @@ class Variant:
     row_kernel_reductions: int = 0  # row pipelines of up to this many reductions become row kernels
 
 
-# v0 of an f16 matmul: 128x64 blocks of two 64x64 warps, A/B staged in shared memory per K step of 32,
-# filled by cp.async 3 steps ahead (pipeline_depth 3)
+# v0 of an f16 matmul at 4096: 128x128 blocks of four 64x64 warps, A/B staged in shared memory per K step
+# of 64, filled by cp.async 2 steps ahead (pipeline_depth 2); 210 registers per thread, two blocks per SM
 MMA_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
-    Variant("cp.async, 2 stages", "matmul", {"pipeline_depth": 2}),
-    Variant("cp.async, 4 stages", "matmul", {"pipeline_depth": 4}),
-    Variant("K64, 2 stages", "matmul", {"pipeline_depth": 2, "reduction_tile": 64}),
-    Variant("K64, 3 stages", "matmul", {"reduction_tile": 64}),
-    Variant("K64, 4 stages", "matmul", {"pipeline_depth": 4, "reduction_tile": 64}),
-    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
-    Variant("128x128 block, 4 warps of 64x64, K64, 2 stages", "matmul",
-            {"block_tile": [128, 128], "reduction_tile": 64, "pipeline_depth": 2}),
-    # v0 at 4096: 210 registers per thread bound it to two blocks per SM; ptxas caps them at 168 for three
-    Variant("3 blocks per SM (registers capped)", "matmul", {"min_blocks_per_sm": 3}),
+    Variant("8 warps of 64x32", "matmul", {"thread_tile": [64, 32]}),
+    Variant("8 warps of 32x64", "matmul", {"thread_tile": [32, 64]}),
+    # one block per SM (registers): the accumulator tile shares the cp.async buffers' memory
+    Variant("256x128 block, 8 warps of 64x64", "matmul", {"block_tile": [256, 128]}),
+    Variant("128x256 block, 8 warps of 64x64", "matmul", {"block_tile": [128, 256]}),
 ]
-# v0 of an f32 matmul in TF32: 128x64 blocks of four 64x32 warps, K steps of 32, cp.async 3 steps ahead
+# v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 3 steps ahead
 TF32_VARIANTS = [
-    Variant("synchronous staging, K16", "matmul", {"pipeline_depth": 0, "reduction_tile": 16}),
-    Variant("2 warps of 64x64", "matmul", {"thread_tile": [64, 64]}),
-    Variant("2 warps of 64x64, 2 stages", "matmul", {"thread_tile": [64, 64], "pipeline_depth": 2}),
-    Variant("2 warps of 64x64, 4 stages", "matmul", {"thread_tile": [64, 64], "pipeline_depth": 4}),
-    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128], "thread_tile": [64, 64]}),
+    Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
+    Variant("128x128 block, 8 warps of 64x32", "matmul", {"block_tile": [128, 128], "thread_tile": [64, 32]}),
+    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
     Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
 ]
-# v0 of a bf16 matmul: tensor cores as for f16 (through f16 fragments) but synchronous staging; f16's
-# cp.async pipelines, not yet run on the GPU for bf16
+# v0 of a bf16 matmul: f16's tiles and cp.async pipeline
 BF16_VARIANTS = [
-    Variant("cp.async, 128x128 block, K64, 2 stages", "matmul",
-            {"block_tile": [128, 128], "reduction_tile": 64, "pipeline_depth": 2}),
-    Variant("cp.async, 3 stages", "matmul", {"pipeline_depth": 3}),
+    Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
 ]
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of 32x32 and 16x32
 # outputs, 2x2 per thread, to give the grid at least as many blocks as SMs
@@ -77,8 +67,7 @@ SMALL_MATMUL_VARIANTS = [
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
                       for n in (128, 256, 512, 1024)]
-# v0: softmax in one row kernel of 1024 threads per row of 8192, layernorm in a block reduction kernel
-# of 512 threads per reduction
+# v0: softmax and layernorm each in one row kernel of 1024 threads per row of 8192
 ROW_VARIANTS = [
     Variant("a kernel per reduction", reductions="block"),
     Variant("one row kernel, 512 threads per row", "reduction", {"row_kernel": 512}, row_kernel_reductions=3),

@@ -87,6 +87,9 @@ def test_resnet_conv_through_img2col_is_a_matmul_kernel(jobs):
     assert not HOST_LOOPS.search(_host_part(gpu))
     # the img2col matrix (32 x 576 x 3136) is never allocated: it is gathered inside the kernel
     assert "32x576x3136" not in _host_part(gpu)
+    # each K step's gathered 9x4 tile is a per-thread scratch buffer: hoisted to the kernel's entry it
+    # lives in registers (SROA), inside the K loop it was a local-memory array (1.8 GB of local stores)
+    assert ".local" not in (vdir / "kernels.ptx").read_text()
     _check_ptx(vdir)
 
 

@@ -230,26 +230,25 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
 def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
     """a @ b in bf16: convert-vector-to-gpu has no bf16 fragments, so the staged tiles are typed f16 for
     it (mlir.stage_bf16_as_f16) and bf16 again after it (mlir.restore_bf16_tiles), the ldmatrix fragments
-    and the mma.sync with them: m16n8k16 with bf16 operands, v0's tiles as for f16 but copied
-    synchronously; with pipeline_depth cp.async copies into them, bf16 to bf16."""
+    and the mma.sync with them: m16n8k16 with bf16 operands, v0's tiles as for f16, filled by cp.async
+    bf16 to bf16; synchronous staging (pipeline_depth 0) loads them through registers."""
     job = tmp_path / "matmul4096_bf16"
     lower_model(str(BENCHMARKS / "matmul4096_bf16.py"), str(job))
     params = initial_params(str(job))
     (s,) = [s for s in params.ops if s.family == "matmul"]
-    assert (s.tensor_core, s.block_tile, s.thread_tile, s.promote_shared, s.pipeline_depth) == \
-        ("mma_sync", [128, 64], [64, 64], True, 0)
-    result = compile_iteration(str(job), 0, params)
-    assert result.ok, result.error
-    ptx = (job / "v0" / "kernels.ptx").read_text()
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 64
-    assert "f16.f16" not in ptx and "ldmatrix.sync.aligned" in ptx
-    assert k_loop_accumulators(job / "v0") == ["vector<2x2xf32>"] * 32
-    assert LaunchConfig.from_json((job / "v0" / "config.json").read_text()).precision == "bf16"
-    result = compile_iteration(str(job), 1, apply_edit(params, ScheduleEdit(s.op_index, "pipeline_depth", 3)))
-    assert result.ok, result.error
-    ptx = (job / "v1" / "kernels.ptx").read_text()
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 64 and "f16.f16" not in ptx
-    assert ptx.count("cp.async.commit_group") == 4 * 2 and "ld.global.v4" not in ptx
+    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile, s.promote_shared, s.pipeline_depth) == \
+        ("mma_sync", [128, 128], [64, 64], 64, True, 2)
+    synchronous = apply_edit(params, ScheduleEdit(s.op_index, "pipeline_depth", 0))
+    for version, schedule in enumerate([params, synchronous]):
+        result = compile_iteration(str(job), version, schedule)
+        assert result.ok, result.error
+        ptx = (job / f"v{version}" / "kernels.ptx").read_text()
+        # a 64x64 warp tile per K step of 64: 4 x 8 x 4 m16n8k16
+        assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 128
+        assert "f16.f16" not in ptx and "ldmatrix.sync.aligned" in ptx
+        assert ("cp.async.commit_group" in ptx) == (version == 0) and ("ld.global.v4" in ptx) == (version == 1)
+        assert LaunchConfig.from_json((job / f"v{version}" / "config.json").read_text()).precision == "bf16"
+    assert k_loop_accumulators(job / "v1") == ["vector<2x2xf32>"] * 32
 
 
 def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_path):
@@ -281,6 +280,13 @@ def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_pat
                          ScheduleEdit(s.op_index, "reduction_tile", 512))
     refused = compile_iteration(str(job), 3, too_big)
     assert not refused.ok and "need more shared memory than 232448 bytes" in refused.error
+    # pipelined, the accumulator tile shares memory with the cp.async buffers: 256x128 blocks need the
+    # larger of the two (128 KB against 2 x (A 256x(64+8) + B 64x(128+8)) f16), not their sum (234 KB)
+    shared_buffers = apply_edit(initial_params(str(job)), ScheduleEdit(s.op_index, "block_tile", [256, 128]))
+    result = compile_iteration(str(job), 4, shared_buffers)
+    assert result.ok, result.error
+    (launch,) = LaunchConfig.from_json((job / "v4" / "config.json").read_text()).launches
+    assert launch.shared_bytes == 256 * 128 * 4 > 2 * (256 * 72 + 64 * 136) * 2
 
 
 def test_a_k_loop_shorter_than_the_pipeline_stages_it_cannot_fill(tmp_path):

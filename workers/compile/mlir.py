@@ -517,13 +517,19 @@ def reuse_global_reads(module: ir.Module) -> None:
 
 def scratch_to_stack(module: ir.Module) -> None:
     """A memref.alloc inside a kernel is per-thread scratch (e.g. a fused producer's tile); as an
-    alloca it lives in registers/local memory instead of calling device malloc. Run it after
+    alloca it lives in registers/local memory instead of calling device malloc. The alloca goes to the
+    kernel's entry block: LLVM's SROA promotes only entry-block allocas to registers, and one inside a
+    loop (an img2col gather's tile per K step) stayed a local-memory array. Run it after
     `workgroup_allocs_to_shared`."""
     for alloc in _kernel_ops(module, "memref.alloc"):
         if alloc.operands:
             raise MlirError("a kernel needs per-thread scratch of dynamic size; use tiles that divide the "
                             "loop extents")
-        with ir.InsertionPoint(alloc), alloc.location:
+        kernel = _enclosing(alloc, "gpu.func")
+        # an alloc's lifetime ends with its iteration unless a loop carries it on (yields it)
+        carried = any(use.owner.name == "scf.yield" for use in alloc.results[0].uses)
+        point = ir.InsertionPoint(alloc) if carried else ir.InsertionPoint.at_block_begin(kernel.regions[0].blocks[0])
+        with point, alloc.location:
             alloca = ir.Operation.create("memref.alloca", results=[alloc.results[0].type],
                                          operands=[], attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0])})
         alloc.results[0].replace_all_uses_with(alloca.results[0])

@@ -353,21 +353,21 @@ class MmaTiles(NamedTuple):
 
 
 # v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200
-# (benchmarks/results/schedule_sweep_h200.md runs 3-11): f16 in 128x128 blocks of four 64x64 warps, K steps
-# of 64 filled by cp.async two steps ahead (1.24x over 128x64 blocks of two warps with K32 and 3 stages,
-# 2.05x over synchronous staging), where the grid fills the GPU; TF32 in two 64x64 warps with K steps of
-# 32, 3 stages (1.20x over four 64x32 warps); bf16 as f16 but synchronous until its cp.async pipeline
-# (which compiles) has run on the GPU (schedule_sweep.py's BF16_VARIANTS); the unstaged tiles are for
-# kernels that staging does not fit.
+# (benchmarks/results/schedule_sweep_h200.md runs 3-12): f16 and bf16 in 128x128 blocks of four 64x64
+# warps, K steps of 64 filled by cp.async two steps ahead (f16: 1.24x over 128x64 blocks of two warps
+# with K32 and 3 stages, 1.82x over synchronous staging; bf16: 2.06x over synchronous staging), where
+# the grid fills the GPU; TF32 in two 64x64 warps with K steps of 32, 3 stages (1.12x over 128x128
+# blocks of four warps, 1.52x over synchronous staging); the unstaged tiles are for kernels that
+# staging does not fit.
 _UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
                        MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
                        MmaTiles((32, 32), (16, 16), 16, False)]
-_F16_MMA_TILES = [MmaTiles((128, 64), (64, 64), 32, True), MmaTiles((128, 64), (64, 32), 32, True),
-                  *_UNSTAGED_MMA_TILES]
+_HALF_MMA_TILES = [MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+                   MmaTiles((128, 64), (64, 64), 32, True, 3), MmaTiles((128, 64), (64, 64), 32, True),
+                   MmaTiles((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]
 V0_MMA_TILES = {
-    "f16": [MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
-            MmaTiles((128, 64), (64, 64), 32, True, 3), *_F16_MMA_TILES],
-    "bf16": _F16_MMA_TILES,
+    "f16": _HALF_MMA_TILES,
+    "bf16": _HALF_MMA_TILES,
     "f32": [MmaTiles((128, 64), (64, 64), 32, True, 3), MmaTiles((128, 64), (64, 32), 16, True),
             *_UNSTAGED_MMA_TILES]}
 
