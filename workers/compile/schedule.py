@@ -353,16 +353,18 @@ class MmaTiles(NamedTuple):
 
 
 # v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200
-# (benchmarks/results/schedule_sweep_h200.md runs 3-12): f16 and bf16 in 128x128 blocks of four 64x64
-# warps, K steps of 64 filled by cp.async two steps ahead (f16: 1.24x over 128x64 blocks of two warps
-# with K32 and 3 stages, 1.82x over synchronous staging; bf16: 2.06x over synchronous staging), where
-# the grid fills the GPU; TF32 in two 64x64 warps with K steps of 32, 3 stages (1.12x over 128x128
+# (benchmarks/results/schedule_sweep_h200.md runs 3-13): f16 and bf16 in 128x256 blocks of eight 64x64
+# warps, K steps of 64 filled by cp.async two steps ahead (1.04x over 128x128 blocks of four warps, the
+# accumulator tile sharing the buffers' memory; those 1.24x over 128x64 blocks of two warps with K32 and
+# 3 stages and 1.82x over synchronous staging; bf16 2.06x over synchronous staging), where the grid
+# fills the GPU; TF32 in two 64x64 warps with K steps of 32, 3 stages (1.12x over 128x128
 # blocks of four warps, 1.52x over synchronous staging); the unstaged tiles are for kernels that
 # staging does not fit.
 _UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
                        MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
                        MmaTiles((32, 32), (16, 16), 16, False)]
-_HALF_MMA_TILES = [MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+_HALF_MMA_TILES = [MmaTiles((128, 256), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+                   MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
                    MmaTiles((128, 64), (64, 64), 32, True, 3), MmaTiles((128, 64), (64, 64), 32, True),
                    MmaTiles((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]
 V0_MMA_TILES = {
@@ -398,14 +400,16 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -
     return None
 
 
-# output channels per thread of an img2col matmul: each gathered input element feeds 8 of them (8x4 per
-# thread was 1.48x over 4x4 on the H200, benchmarks/results/schedule_sweep_h200.md run 2)
+# output channels x pixels per thread of an img2col matmul: each gathered input element feeds 8 channels,
+# each weight 8 pixels (on the H200: 8x4 was 1.48x over 4x4, benchmarks/results/schedule_sweep_h200.md run
+# 2; 8x8 1.19x over 8x4 once the gathered tile stayed in registers, run 13)
 IMG2COL_CHANNELS_PER_THREAD = 8
+IMG2COL_PIXELS_PER_THREAD = 8
 
 
 def img2col_schedule(conv: OpInfo) -> OpSchedule:
     """A conv's schedule through img2col: the v0 matmul template on its img2col matmul (64x64 block
-    tile, 8 output channels x 4 pixels per thread, the reduction loop tiled by about 8 and the thread's
+    tile, 8 output channels x 8 pixels per thread, the reduction loop tiled by about 8 and the thread's
     tile vectorized), with the pixel and reduction tiles moved to the nearest ones aligned to the
     gather's index arithmetic (img2col_alignments), e.g. 56-pixel blocks of a 56-wide image and K steps
     of 9 for a 3x3 kernel."""
@@ -415,8 +419,9 @@ def img2col_schedule(conv: OpInfo) -> OpSchedule:
     alignments = img2col_alignments(conv)
     channel = next(d for d in range(1, len(op.loop_ranges))
                    if op.iterator_types[d] == "parallel" and d not in alignments)
-    if schedule.thread_tile[channel] and \
-            (schedule.block_tile[channel] or op.loop_ranges[channel]) % IMG2COL_CHANNELS_PER_THREAD == 0:
+    channels_tiled = schedule.thread_tile[channel] and \
+        (schedule.block_tile[channel] or op.loop_ranges[channel]) % IMG2COL_CHANNELS_PER_THREAD == 0
+    if channels_tiled:
         schedule.thread_tile[channel] = IMG2COL_CHANNELS_PER_THREAD
     for d, extents in alignments.items():
         thread = schedule.thread_tile[d]
@@ -425,6 +430,8 @@ def img2col_schedule(conv: OpInfo) -> OpSchedule:
                 schedule.reduction_tile = _nearest_aligned(op.loop_ranges[d], V0_REDUCTION_TILE, extents)
                 schedule.vectorize = True
             continue
+        if channels_tiled and thread and op.loop_ranges[d] % IMG2COL_PIXELS_PER_THREAD == 0:
+            thread = schedule.thread_tile[d] = IMG2COL_PIXELS_PER_THREAD
         if thread and not img2col_aligned(thread, extents):
             thread = schedule.thread_tile[d] = max(t for t in range(1, thread + 1)
                                                    if thread % t == 0 and img2col_aligned(t, extents))
