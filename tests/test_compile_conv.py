@@ -117,6 +117,20 @@ def test_v0_takes_img2col_where_its_matmul_is_register_tiled(jobs):
     assert load().families["img2col"].available
 
 
+def test_wider_img2col_thread_tiles_keep_their_vectors_in_registers(jobs):
+    """16 output channels x 4 pixels per thread: convert-vector-to-scf left an n-D transfer of the
+    thread's tile as a loop over a local-memory copy (ptxas: 1072 bytes stack frame, 2x slower on the
+    H200, schedule_sweep_h200.md run 13); fully unrolled it stays in registers."""
+    job = jobs["conv3x3_resnet"]
+    params = _all_img2col(job)
+    conv = next(s for s in params.ops if s.img2col)
+    conv.thread_tile = [0, 16, 4, 0]
+    result = compile_iteration(str(job), 3, params)
+    assert result.ok, f"{result.stage}: {result.error}"
+    assert ".local" not in (job / "v3" / "kernels.ptx").read_text()
+    _check_ptx(job / "v3")
+
+
 @pytest.mark.parametrize("field, value, reason", [
     ("block_tile", [1, 0, 64, 0], "the tile 64 of loop 2 must divide or be a multiple of each of [56]"),
     ("thread_tile", [0, 4, 3, 0], "the tile 3 of loop 2 must divide or be a multiple of each of [56]"),

@@ -93,9 +93,10 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     assert [t for t in carried if t.startswith("vector")] == ["vector<2x2xf32>"] * 32
     assert set(carried) - {"vector<2x2xf32>"} <= {"!nvgpu.device.async.token", "index"}
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
-    # the epilogue's 128x256 f32 accumulator tile is dead during the K loop: it shares dynamic shared
-    # memory with the two buffers of A 128x(64+8) and B 64x(256+8) f16 ...
-    assert launch.shared_bytes == max(128 * 256 * 4, 2 * (128 * 72 + 64 * 264) * 2)
+    # the epilogue's 128x256 f32 accumulator tile (rows padded by 8 words: the fragments' 8 rows x 8 words
+    # in two wavefronts) is dead during the K loop: it shares dynamic shared memory with the two buffers
+    # of A 128x(64+8) and B 64x(256+8) f16 ...
+    assert launch.shared_bytes == max(128 * 264 * 4, 2 * (128 * 72 + 64 * 264) * 2)
     assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
     # ... behind a barrier before the first copy (after the warps read the fill's zeros) and, after the K
     # loop, a wait for every copy and a barrier before the warps' results land there
@@ -130,8 +131,8 @@ def test_f16_matmul_runs_on_tensor_cores(jobs):
         assert done.returncode == 0
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
     assert (launch.grid, launch.block) == ([4, 4, 1], [128, 1, 1]), "64x64 blocks of four warps"
-    # the 64x64 f32 accumulator tile, sharing memory with v0's three buffers of A 64x(16+8), B 16x(64+8)
-    assert launch.shared_bytes == 64 * 64 * 4 > 3 * (64 * 24 + 16 * 72) * 2
+    # the 64x(64+8) f32 accumulator tile, sharing memory with v0's three buffers of A 64x(16+8), B 16x(64+8)
+    assert launch.shared_bytes == 64 * 72 * 4 > 3 * (64 * 24 + 16 * 72) * 2
 
 
 def test_warp_tile_and_k_step_are_schedule_knobs(jobs):
@@ -157,9 +158,11 @@ def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
     result = compile_iteration(str(job), 4, params)
     assert result.ok, result.error
     ptx = (job / "v4" / "kernels.ptx").read_text()
-    # A's rows of 32 f16 padded to 40, B's of 64 to 72: ldmatrix's 8 rows in 8 different bank groups
-    for shared in ("__farm_shared_0[32768]", "__farm_shared_1[10240]", "__farm_shared_2[4608]"):
-        assert f".shared .align 64 .b8 {shared};" in ptx, "accumulator, A and B tiles"
+    # A's rows of 32 f16 padded to 40, B's of 64 to 72: ldmatrix's 8 rows in 8 different bank groups;
+    # the f32 accumulator tile's rows of 64 padded to 72: its fragments' 8 rows in two wavefronts (past
+    # 48 KB in all, the tiles are views of dynamic shared memory)
+    (launch,) = LaunchConfig.from_json((job / "v4" / "config.json").read_text()).launches
+    assert launch.shared_bytes == 128 * 72 * 4 + 128 * 40 * 2 + 32 * 72 * 2
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
     assert "ldmatrix.sync.aligned" in ptx and ptx.count("ld.global.v4") == 6  # (128x32 + 32x64) / 128 threads
     assert k_loop_accumulators(job / "v4") == ["vector<2x2xf32>"] * 16
@@ -268,8 +271,8 @@ def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_pat
     assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
     assert not re.search(r"^\s*\.shared ", ptx, re.M), "no static shared arrays beside it"
     (launch,) = LaunchConfig.from_json((job / "v1" / "config.json").read_text()).launches
-    # accumulator 128x128 f32, A 128x(32+8) f16, B 32x(128+8) f16
-    assert launch.shared_bytes == 128 * 128 * 4 + 128 * 40 * 2 + 32 * 136 * 2 > 48 * 1024
+    # accumulator 128x(128+8) f32, A 128x(32+8) f16, B 32x(128+8) f16
+    assert launch.shared_bytes == 128 * 136 * 4 + 128 * 40 * 2 + 32 * 136 * 2 > 48 * 1024
     assert ptx.count("mma.sync.aligned.m16n8k16") == 64 and launch.block == [128, 1, 1]
     # past the 227 KB a block of the H200 gets: the accumulator tile alone, or with the staged A and B tiles
     too_big = apply_edit(params, ScheduleEdit(s.op_index, "block_tile", [256, 256]))
@@ -280,12 +283,12 @@ def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_pat
     refused = compile_iteration(str(job), 3, too_big)
     assert not refused.ok and "need more shared memory than 232448 bytes" in refused.error
     # pipelined, the accumulator tile shares memory with the cp.async buffers: 256x128 blocks need the
-    # larger of the two (128 KB against 2 x (A 256x(64+8) + B 64x(128+8)) f16), not their sum (234 KB)
+    # larger of the two (136 KB against 2 x (A 256x(64+8) + B 64x(128+8)) f16), not their sum (242 KB)
     shared_buffers = apply_edit(initial_params(str(job)), ScheduleEdit(s.op_index, "block_tile", [256, 128]))
     result = compile_iteration(str(job), 4, shared_buffers)
     assert result.ok, result.error
     (launch,) = LaunchConfig.from_json((job / "v4" / "config.json").read_text()).launches
-    assert launch.shared_bytes == 256 * 128 * 4 > 2 * (256 * 72 + 64 * 136) * 2
+    assert launch.shared_bytes == 256 * 136 * 4 > 2 * (256 * 72 + 64 * 136) * 2
 
 
 def test_a_k_loop_shorter_than_the_pipeline_stages_it_cannot_fill(tmp_path):

@@ -89,7 +89,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         if mlir.has_sequence(schedule, PIPELINE_SEQUENCE):
             mlir.apply_transform(module, schedule, PIPELINE_SEQUENCE)
             mlir.overlap_tiles_dead_in_k_loops(module, STAGED, K_LOOP)
-        mlir.pad_staged_tiles(module, padded_columns, STAGED)
+        mlir.pad_tensor_core_tiles(module, padded_columns)
         mlir.large_shared_to_dynamic(module)
         mlir.sync_after_block_loops(module)
         mlir.reuse_global_reads(module)

@@ -279,33 +279,39 @@ INDEXED_ACCESSES = ("memref.load", "memref.store", "vector.load", "vector.store"
                     "vector.transfer_write", "nvgpu.ldmatrix", "nvgpu.device_async_copy")
 
 
-def pad_staged_tiles(module: ir.Module, padded_columns: Callable[[int, int, bool], int], mark: str) -> None:
-    """Widen the rows of the operand tiles that a kernel stages in shared memory per K step (workgroup
-    allocations the schedule marked `mark`: [rows, columns], or [buffers, rows, columns] where they are
-    multi-buffered) to `padded_columns(columns, element_bytes, scalar_fragments)`, the tile becoming a view
-    of the first columns: the warps' fragment reads (ldmatrix: 8 rows of 16 bytes; scalar_fragments where
-    no ldmatrix reads the tile: 4 rows x 8 columns of 4 bytes) of rows that are a multiple of 128 bytes
-    apart fall in the same banks and are serialized. Run it after `fold-memref-alias-ops` (no subviews of
-    the tile left)."""
-    for alloc in _kernel_ops(module, "memref.alloc"):
-        old = ir.MemRefType(alloc.results[0].type)
-        accesses = [use.owner.name for use in alloc.results[0].uses]
-        if mark not in alloc.attributes or old.rank < 2 or any(a not in INDEXED_ACCESSES for a in accesses):
+def pad_tensor_core_tiles(module: ir.Module, padded_columns: Callable[[int, int, bool], int]) -> None:
+    """Widen the rows of a tensor-core kernel's 2-D shared tiles (workgroup allocations: the operand tiles
+    it stages per K step, [rows, columns] or [buffers, rows, columns] where they are multi-buffered, and
+    the epilogue's accumulator tile) to `padded_columns(columns, element_bytes, scalar_fragments)`, the
+    tile becoming a view of the first columns: the warps' fragment accesses (ldmatrix: 8 rows of 16 bytes;
+    scalar_fragments where no ldmatrix reads the tile, as TF32's B and the accumulator tile, whose
+    fragments are 8 rows x 4 lanes of 1 or 2 words) of rows that are a multiple of 128 bytes apart fall
+    in the same banks and are serialized. Run it after `fold-memref-alias-ops` (no subviews of the tile
+    left); the new tile keeps the old one's attributes (its marks)."""
+    for kernel in _kernel_ops(module, "gpu.func"):
+        if not _ops_named(kernel, "nvgpu.mma.sync"):
             continue
-        *outer, columns = old.shape
-        width = padded_columns(columns, old.element_type.width // 8, "nvgpu.ldmatrix" not in accesses)
-        if width == columns:
-            continue
-        strides = [math.prod(outer[i + 1:]) * width for i in range(len(outer))] + [1]
-        with ir.InsertionPoint(alloc), alloc.location:
-            wide = memref_dialect.AllocOp(ir.MemRefType.get([*outer, width], old.element_type, memory_space=old.memory_space),
-                                          [], [], alignment=alloc.attributes["alignment"] if "alignment" in alloc.attributes else None)
-            view = memref_dialect.SubViewOp(
-                ir.MemRefType.get(old.shape, old.element_type, ir.StridedLayoutAttr.get(0, strides),
-                                  memory_space=old.memory_space),
-                wide.result, [], [], [], [0] * old.rank, old.shape, [1] * old.rank)
-        alloc.results[0].replace_all_uses_with(view.result)
-        alloc.erase()
+        for alloc in _shared_tiles(_ops_named(kernel, "memref.alloc")):
+            old = ir.MemRefType(alloc.results[0].type)
+            accesses = [use.owner.name for use in alloc.results[0].uses]
+            if old.rank < 2 or any(a not in INDEXED_ACCESSES for a in accesses):
+                continue
+            *outer, columns = old.shape
+            width = padded_columns(columns, old.element_type.width // 8, "nvgpu.ldmatrix" not in accesses)
+            if width == columns:
+                continue
+            strides = [math.prod(outer[i + 1:]) * width for i in range(len(outer))] + [1]
+            with ir.InsertionPoint(alloc), alloc.location:
+                wide = memref_dialect.AllocOp(ir.MemRefType.get([*outer, width], old.element_type,
+                                                                memory_space=old.memory_space), [], [])
+                for name in alloc.attributes:
+                    wide.operation.attributes[name] = alloc.attributes[name]
+                view = memref_dialect.SubViewOp(
+                    ir.MemRefType.get(old.shape, old.element_type, ir.StridedLayoutAttr.get(0, strides),
+                                      memory_space=old.memory_space),
+                    wide.result, [], [], [], [0] * old.rank, old.shape, [1] * old.rank)
+            alloc.results[0].replace_all_uses_with(view.result)
+            alloc.erase()
 
 
 OVERLAPS_STAGED = "farm.overlaps_staged"  # a shared tile dead while its kernel's staged tiles are in use

@@ -27,7 +27,7 @@ PREPARE_STEPS = [
 ]
 
 
-# subviews folded into the accesses: the staged operand tiles are then padded (mlir.pad_staged_tiles)
+# subviews folded into the accesses: the shared tiles are then padded (mlir.pad_tensor_core_tiles)
 TENSOR_CORE_PASSES = "gpu.func(convert-vector-to-gpu{use-nvgpu=true},fold-memref-alias-ops,canonicalize)"
 
 
@@ -79,10 +79,12 @@ def libdevice_path() -> str | None:
 
 def lowering_pipeline(chip: str) -> str:
     """MLIR's gpu-lower-to-nvvm-pipeline spelled out, to link libdevice and use the bare-pointer ABI
-    (one pointer per memref kernel argument)."""
+    (one pointer per memref kernel argument); n-D vector transfers left to convert-vector-to-scf are
+    fully unrolled: its default, a loop over a stack copy of the vector, put a thread's tile in local
+    memory."""
     libdevice = libdevice_path()
     target = f"chip={chip} O=3" + (f" l={libdevice}" if libdevice else "")
-    return ("builtin.module(convert-nvgpu-to-nvvm,convert-vector-to-scf,convert-scf-to-cf,convert-nvvm-to-llvm,"
+    return ("builtin.module(convert-nvgpu-to-nvvm,convert-vector-to-scf{full-unroll=true},convert-scf-to-cf,convert-nvvm-to-llvm,"
             "convert-func-to-llvm,expand-strided-metadata,"
             f"nvvm-attach-target{{{target}}},"
             "lower-affine,convert-arith-to-llvm,convert-index-to-llvm,canonicalize,cse,"

@@ -139,7 +139,8 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
                    matmul.info.dtype, operand, stages)
     if plan.threads > MAX_THREADS:
         raise ValueError(f"{math.prod(plan.warps)} warps ({plan.threads} threads) per block exceed {MAX_THREADS}")
-    shared = math.prod(block) * ACCUMULATOR_BYTES[plan.accumulator] if epilogue else 0
+    acc_bytes = ACCUMULATOR_BYTES[plan.accumulator]
+    shared = block[0] * padded_columns(block[1], acc_bytes, scalar_fragments=True) * acc_bytes if epilogue else 0
     if shared > MAX_SHARED_BYTES:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
                          f"{shared} bytes of shared memory, over {MAX_SHARED_BYTES}")
@@ -239,11 +240,13 @@ SCALAR_FRAGMENT_ROWS = 4  # rows of a tile that one scalar fragment load spans a
 
 
 def padded_columns(columns: int, element_bytes: int, scalar_fragments: bool = False) -> int:
-    """Row length (elements) of a staged operand tile in shared memory (mlir.pad_staged_tiles widens the
-    tiles to it): rows an odd number of 16-byte chunks apart, so that the 8 rows of 16 bytes that one
-    ldmatrix reads lie in 8 different bank groups; for a tile whose fragments are read by scalar 32-bit
-    loads instead (TF32's B: lane l reads row l % 4, column l / 4), rows BANKS / 4 banks apart modulo
-    BANKS, so that the 4 rows x 8 columns of one load fall in 32 different banks."""
+    """Row length (elements) of a tensor-core kernel's tile in shared memory (mlir.pad_tensor_core_tiles
+    widens the tiles to it): rows an odd number of 16-byte chunks apart, so that the 8 rows of 16 bytes
+    that one ldmatrix reads lie in 8 different bank groups; for a 32-bit tile whose fragments are
+    accessed by plain loads and stores instead, rows BANKS / 4 banks apart modulo BANKS: TF32's B (lane l
+    reads row l % 4, column l / 4) has its 4 rows x 8 columns in 32 different banks, the f32 accumulator
+    tile (lane l at row l / 4, two words at column 2 (l % 4)) its 8 rows x 8 columns in two wavefronts,
+    the least 256 bytes take."""
     if scalar_fragments and element_bytes == 4:
         return columns + (BANKS // SCALAR_FRAGMENT_ROWS - columns) % BANKS
     row = columns * element_bytes
@@ -313,7 +316,7 @@ def emit_staged_copies(kernel: int) -> list[str]:
 
 K_LOOP = "farm.k_loop"  # a tensor-core kernel's K loop over staged tiles: = the kernel's id
 COPY_ROWS = "farm.copy_rows"  # the row loop of a thread's copy into a staged tile: = its trip count
-STAGED = "farm.staged"  # a staged tile (workgroup allocation): = the kernel's id (mlir.pad_staged_tiles)
+STAGED = "farm.staged"  # a staged tile (workgroup allocation): = the kernel's id
 # cp.async groups per K step: A's copies, the barrier that the thread mapping puts after them, B's copies
 GROUPS_PER_K_STEP = 2
 PIPELINE_SEQUENCE = "__farm_pipeline_copies"  # transform.mlir's steps after the tensor-core conversion
