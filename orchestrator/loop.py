@@ -20,7 +20,7 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from orchestrator import reports, tasks
-from orchestrator.reports import best_iteration
+from orchestrator.reports import best_iteration, same_kernels
 from orchestrator.celery_app import app
 from orchestrator.heartbeat import is_alive
 from orchestrator.records import TERMINAL, IterationState, JobState, TaskReport
@@ -188,6 +188,11 @@ class Driver:
         elif job.compile_only:
             write_skipped(job.job_dir, it.version, "compile-only run (submit --compile-only)")
             self._complete(job, it, "n/a", None)
+        elif (twin := same_kernels(job.iterations[:-1], it.compile)) is not None:
+            # the edit changed nothing the GPU runs: its measurement would repeat the twin's
+            write_skipped(job.job_dir, it.version, f"v{it.version} compiled to the same kernels and launches as "
+                                                    f"v{twin.version} (the edit changed no GPU code)")
+            self._complete(job, it, "neutral", None)
         else:
             it.stage = "measuring"
 
@@ -273,6 +278,10 @@ class Driver:
                 if c.ok:
                     log.info("[%s] v%d compiled in %.1f s on %s (%d kernels)", name, it.version,
                              c.compile_seconds, report.worker, c.kernel_count)
+                    twin = same_kernels(before.iterations[:-1], c)
+                    if twin is not None and not after.compile_only:
+                        log.info("[%s] v%d runs the same kernels as v%d: not measured, outcome %s", name,
+                                 it.version, twin.version, it.outcome)
                 else:
                     log.warning("[%s] v%d did not compile (%s): %s", name, it.version, c.stage, c.error[:300])
             else:

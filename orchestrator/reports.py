@@ -8,7 +8,7 @@ import os
 from orchestrator.records import IterationState, JobState
 from orchestrator.tasks import REAL_MEASURE
 from workers.atomic import write_text
-from workers.records import TOLERANCES
+from workers.records import TOLERANCES, CompileResult
 
 NA = "n/a"
 
@@ -42,6 +42,12 @@ def best_iteration(iterations: list[IterationState]) -> IterationState | None:
     """The fastest correct measured iteration."""
     good = [it for it in iterations if it.measure and it.measure.correct and it.measure.time]
     return min(good, key=lambda it: it.measure.time.median_us, default=None)
+
+
+def same_kernels(earlier: list[IterationState], compiled: CompileResult) -> IterationState | None:
+    """The earlier version that compiled to the same PTX and launches, if any."""
+    return next((it for it in earlier if compiled.kernels_digest and it.compile is not None
+                 and it.compile.kernels_digest == compiled.kernels_digest), None)
 
 
 def chosen_iteration(job: JobState, best: IterationState | None) -> tuple[IterationState | None, str]:
@@ -140,8 +146,10 @@ def final_report(job: JobState, chosen: IterationState | None, why: str) -> str:
                      f"Compile: {'ok' if c.ok else 'FAILED at ' + c.stage} in {c.compile_seconds:.2f} s"
                      + (f", {c.kernel_count} kernels, {c.ptx_bytes} bytes of PTX" if c.ok else f": {c.error}"))
         ms = it.measure
+        twin = same_kernels(job.iterations[:it.version], c) if c is not None and c.ok else None
         if ms is None:
-            lines.append(f"Measure: {NA}")
+            lines.append(f"Measure: not measured, the same kernels and launches as v{twin.version}" if twin
+                         else f"Measure: {NA}")
         else:
             err = _fmt(ms.max_abs_err, ".3g")
             lines.append(f"Measure: {ms.status}, correct {ms.correct} (max abs err {err}), median {_fmt(_us(it))} us"

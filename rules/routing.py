@@ -86,7 +86,9 @@ def more_reduction_threads(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Sc
 
 
 def enable_vectorize(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    if s.vectorize or (has_reduction and not s.reduction_tile):
+    if s.vectorize or s.tensor_core != "none":
+        return None  # a tensor-core kernel is vectorized whatever the flag says (the same PTX)
+    if has_reduction and not s.reduction_tile:
         return None  # a reduction is vectorized only once its loop is tiled (reduction_tiling first)
     return ScheduleEdit(s.op_index, "vectorize", True)
 

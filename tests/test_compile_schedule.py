@@ -29,6 +29,18 @@ def test_apply_edit_changes_exactly_one_field(jobs):
         apply_edit(params, ScheduleEdit(op_index=999, field="vectorize", value=True))
 
 
+def test_the_kernels_digest_tells_the_same_gpu_code_from_another(jobs):
+    """Two versions of the same schedule have one digest (the loop then measures only the first); a
+    different thread tile gives another."""
+    job = str(jobs / "matmul_square")
+    params = initial_params(job)
+    op = params.ops[0].op_index
+    digests = [compile_iteration(job, v, p).kernels_digest
+               for v, p in enumerate([params, params, apply_edit(params, ScheduleEdit(op, "thread_tile", [8, 4, 0]))],
+                                     start=10)]
+    assert len(digests[0]) == 64 and digests[0] == digests[1] != digests[2]
+
+
 def test_vectorize_emits_vector_code(jobs):
     job = str(jobs / "elementwise_chain")
     params = initial_params(job)

@@ -364,3 +364,18 @@ def test_a_register_limited_kernel_may_get_its_registers_capped():
     assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=3), MATMUL, True).value == 4
     assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=32), MATMUL, True) is None
     assert load().routes["occupancy"]["*"][-1] == "register_cap"
+
+
+def test_a_memory_bound_tensor_core_matmul_is_not_offered_a_no_op():
+    """Recorded on the H200 (f16 4096^3 in 128x128 blocks of four 64x64 warps, two cp.async buffers;
+    perf_targets_h200.md run 7, NCU): memory-bound by its shared-memory and L2 traffic. The memory route's
+    vectorize would compile to the same PTX (the tensor-core path vectorizes whatever the flag says), so
+    the advisor skips it and stages one more K step ahead."""
+    kernels = parse_csv((DATA / "ncu_raw_matmul4096_f16_h200.csv").read_text())
+    f16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
+    v0 = OpSchedule(0, "matmul", [128, 128, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
+                    tensor_core="mma_sync", pipeline_depth=2)
+    d = advise(request_for(f16, v0, kernels))
+    assert (d.bottleneck, d.evidence[-1].rule) == ("memory", "memory_bound")
+    assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 3))
+    assert edit_for("enable_vectorize", v0, f16, True) is None

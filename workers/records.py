@@ -254,6 +254,8 @@ class CompileResult(JsonRecord):
     ptx_bytes: int = 0
     kernel_ops: list[int] = field(default_factory=list)  # anchor op index of each launch, in launch order
     kernel_families: list[str] = field(default_factory=list)  # op family of each launch
+    # sha256 of kernels.ptx and the launches: versions with the same digest run the same GPU code
+    kernels_digest: str = ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """One iteration vN of one job: every artifact of the compile half of the output contract."""
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -118,5 +119,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
                           atol=atol, rtol=rtol, seed=info.seed, buffers=launches.buffers,
                           launches=launches.launches, outputs=launches.outputs)
     write_text(os.path.join(vdir, "config.json"), config.to_json(indent=2))
+    launched = "".join(launch.to_json() for launch in launches.launches).encode()
+    result.kernels_digest = hashlib.sha256(ptx + launched).hexdigest()
     result.kernel_count = len(launches.launches)
     result.ptx_bytes = len(ptx)

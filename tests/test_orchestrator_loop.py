@@ -1,0 +1,46 @@
+"""The loop driver's transitions, in process on a file state store (no workers, no GPU): a version whose
+edit compiled to the kernels of an earlier one is not measured."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.loop import Driver
+from orchestrator.records import IterationState, JobState, TaskReport
+from orchestrator.reports import final_report
+from orchestrator.state import open_store
+from rules.records import Hypothesis
+from workers.records import CompileResult, MeasureResult, ScheduleEdit, ScheduleParams, Timing
+
+NO_OP = Hypothesis("vectorize", ScheduleEdit(0, "vectorize", True), "", "")
+
+
+def _v1_compiled(tmp_path, digest: str) -> JobState:
+    """A job whose v0 (kernels digest "d0") was measured and whose v1 (hypothesis NO_OP) compiled to
+    `digest`, after the driver took the compile report."""
+    store = open_store(f"file://{tmp_path}/state")
+    params = ScheduleParams(ops=[])
+    v0 = IterationState(0, "complete", params, "v0", compile=CompileResult(0, True, "done", kernels_digest="d0"),
+                        measure=MeasureResult(0, "ok", correct=True, time=Timing(10.0, 9.9, 10.1, 50)),
+                        outcome="baseline")
+    v1 = IterationState(1, "compiling", params, "v1", hypothesis=NO_OP)
+    assert store.create_job(JobState(job_id="b.m", batch="b", model_path="/m.py", job_dir=str(tmp_path / "m"),
+                                     chip="sm_90a", max_iterations=2, compile_only=False, status="iterating",
+                                     created=1.0, iterations=[v0, v1]))
+    report = TaskReport("b.m:v1:compile", "compile", compile=CompileResult(1, True, "done", kernels_digest=digest))
+    return Driver(store)._advance(store.get_job("b.m"), report)
+
+
+def test_a_version_with_the_kernels_of_an_earlier_one_is_not_measured(tmp_path):
+    job = _v1_compiled(tmp_path, "d0")
+    v1 = job.iterations[1]
+    assert (v1.stage, v1.outcome, v1.measure) == ("complete", "neutral", None)
+    assert job.rejected == [NO_OP], "the advisor does not propose the edit again"
+    assert job.best_version == 0 and job.status == "done"
+    benchmark = (Path(job.job_dir) / "v1" / "benchmark.md").read_text()
+    assert "not measured: v1 compiled to the same kernels and launches as v0" in benchmark
+    assert "Measure: not measured, the same kernels and launches as v0" in final_report(job, job.iterations[0], "")
+
+
+def test_a_version_with_new_kernels_is_measured(tmp_path):
+    job = _v1_compiled(tmp_path, "d1")
+    assert job.iterations[1].stage == "measuring" and job.rejected == []
