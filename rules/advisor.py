@@ -30,7 +30,8 @@ def _metrics(k: KernelMetrics, share: float) -> dict[str, float]:
             "dram_pct": k.dram_throughput_pct, "waves_per_sm": k.waves_per_sm,
             "achieved_occupancy_pct": k.achieved_occupancy_pct, "theoretical_occupancy_pct": k.theoretical_occupancy_pct,
             "registers_per_thread": float(k.registers_per_thread), "grid_size": float(k.grid_size),
-            "block_size": float(k.block_size), "duration_us": k.duration_us, "share_of_time": round(share, 3)}
+            "block_size": float(k.block_size), "local_store_bytes": float(k.spill_bytes or 0),
+            "duration_us": k.duration_us, "share_of_time": round(share, 3)}
 
 
 def _stop(reason: str, guide: Guide, bottleneck: str = "unknown", evidence: list[Evidence] | None = None) -> Decision:

@@ -55,6 +55,7 @@ def _conditions(t: dict) -> dict:
     kernel = m.kind == "kernel"
     return {
         "launch_pathology": kernel & (m.block_size == 1) & (m.grid_size > t["pathology_grid"]),
+        "local_memory": kernel & (m.local_bytes_per_thread > t["local_bytes_per_thread"]),
         "small_grid": kernel & (m.waves < t["min_waves"]) & (m.sm < t["latency_sol"]) & (m.mem < t["latency_sol"]),
         "memory_bound": kernel & (m.mem > t["near_limit"]) & (m.mem_over_sm >= t["memory_margin"]),
         "compute_bound": kernel & (m.sm > t["near_limit"]) & (m.sm_over_mem >= t["memory_margin"]),
@@ -81,7 +82,8 @@ def facts_of(k: KernelMetrics, fact_id: str) -> dict:
             "sm_over_mem": k.sm_throughput_pct - k.memory_throughput_pct, "waves": k.waves_per_sm,
             "occupancy_gap": k.theoretical_occupancy_pct - k.achieved_occupancy_pct,
             "theoretical_occupancy": k.theoretical_occupancy_pct,
-            "block_size": k.block_size, "grid_size": k.grid_size}
+            "block_size": k.block_size, "grid_size": k.grid_size,
+            "local_bytes_per_thread": (k.spill_bytes or 0) / max(1, k.grid_size * k.block_size)}
 
 
 def classify(kernels: list[KernelMetrics], guide: Guide) -> list[Classification]:

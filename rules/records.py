@@ -32,7 +32,8 @@ class Hypothesis(JsonRecord):
 @dataclass
 class Decision(JsonRecord):
     action: str  # "continue" | "stop"
-    bottleneck: str  # normalised class: memory | compute | latency | occupancy | near_limits | launch_pathology | unknown
+    bottleneck: str  # normalised class: memory | compute | latency | occupancy | near_limits | local_memory |
+    # launch_pathology | unknown
     evidence: list[Evidence]
     rules_version: str
     hypothesis: Hypothesis | None = None

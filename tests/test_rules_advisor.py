@@ -379,3 +379,23 @@ def test_a_memory_bound_tensor_core_matmul_is_not_offered_a_no_op():
     assert (d.bottleneck, d.evidence[-1].rule) == ("memory", "memory_bound")
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 3))
     assert edit_for("enable_vectorize", v0, f16, True) is None
+
+
+def test_a_kernel_storing_to_local_memory_gets_a_smaller_thread_tile():
+    """Recorded on the H200 (the ResNet conv through img2col, 8 channels x 4 pixels per thread, before
+    per-thread scratch moved to the kernel's entry block; perf_targets_h200.md run 7): 9216 bytes of local
+    stores per thread in the img2col kernel, whose traffic made it look memory-bound at an exhausted
+    memory line (89% SOL), so the advisor had turned to a kernel of 6% of the time. Local memory is its
+    own class now, ahead of the SOL rules, and routes to fewer outputs per thread."""
+    kernels = parse_csv((DATA / "ncu_raw_conv3x3_resnet_local_h200.csv").read_text())
+    classes = {c.kernel: c for c in classify(kernels, load())}
+    assert (classes["forward_kernel_1"].bottleneck, classes["forward_kernel_1"].rule) == ("local_memory", "local_memory")
+    assert classes["forward_kernel"].bottleneck == "occupancy", "kernels without local stores keep their class"
+    conv = OpInfo(0, "linalg.conv_2d_nchw_fchw", "conv", [32, 64, 56, 56, 64, 3, 3],
+                  ["parallel"] * 4 + ["reduction"] * 3, "f32")
+    img2col = OpSchedule(0, "matmul", [1, 0, 56, 0], [0, 8, 4, 0], reduction_tile=9, vectorize=True, img2col=True)
+    request = request_for(conv, img2col, [k for k in kernels if k.kernel == "forward_kernel_1"])
+    d = advise(request)
+    assert (d.bottleneck, d.hypothesis.family) == ("local_memory", "more_threads")
+    assert d.hypothesis.edit == ScheduleEdit(0, "thread_tile", [0, 8, 2, 0])
+    assert d.evidence[-1].metrics["local_store_bytes"] == kernels[2].spill_bytes > 0

@@ -282,7 +282,7 @@ class KernelMetrics(JsonRecord):
     achieved_occupancy_pct: float
     theoretical_occupancy_pct: float
     registers_per_thread: int
-    spill_bytes: int
+    spill_bytes: int  # bytes stored to local memory: spills, and per-thread arrays not kept in registers
     grid_size: int
     block_size: int
     waves_per_sm: float
