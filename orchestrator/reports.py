@@ -11,6 +11,8 @@ from workers.atomic import write_text
 from workers.records import TOLERANCES, CompileResult
 
 NA = "n/a"
+# measure statuses that say nothing about the kernels: measuring the same kernels again may settle them
+UNSETTLED_MEASUREMENTS = ("timeout", "error", "skipped")
 
 
 def _read(path: str) -> str | None:
@@ -45,9 +47,11 @@ def best_iteration(iterations: list[IterationState]) -> IterationState | None:
 
 
 def same_kernels(earlier: list[IterationState], compiled: CompileResult) -> IterationState | None:
-    """The earlier version that compiled to the same PTX and launches, if any."""
+    """The earlier version that compiled to the same PTX and launches and was measured to a verdict
+    (not one that a timeout or a lost GPU process cut short), if any."""
     return next((it for it in earlier if compiled.kernels_digest and it.compile is not None
-                 and it.compile.kernels_digest == compiled.kernels_digest), None)
+                 and it.compile.kernels_digest == compiled.kernels_digest
+                 and it.measure is not None and it.measure.status not in UNSETTLED_MEASUREMENTS), None)
 
 
 def chosen_iteration(job: JobState, best: IterationState | None) -> tuple[IterationState | None, str]:
@@ -146,8 +150,8 @@ def final_report(job: JobState, chosen: IterationState | None, why: str) -> str:
                      f"Compile: {'ok' if c.ok else 'FAILED at ' + c.stage} in {c.compile_seconds:.2f} s"
                      + (f", {c.kernel_count} kernels, {c.ptx_bytes} bytes of PTX" if c.ok else f": {c.error}"))
         ms = it.measure
-        twin = same_kernels(job.iterations[:it.version], c) if c is not None and c.ok else None
         if ms is None:
+            twin = same_kernels(job.iterations[:it.version], c) if c is not None and c.ok else None
             lines.append(f"Measure: not measured, the same kernels and launches as v{twin.version}" if twin
                          else f"Measure: {NA}")
         else:

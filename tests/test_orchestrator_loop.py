@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from orchestrator.loop import Driver
 from orchestrator.records import IterationState, JobState, TaskReport
 from orchestrator.reports import final_report
@@ -14,13 +16,13 @@ from workers.records import CompileResult, MeasureResult, ScheduleEdit, Schedule
 NO_OP = Hypothesis("vectorize", ScheduleEdit(0, "vectorize", True), "", "")
 
 
-def _v1_compiled(tmp_path, digest: str) -> JobState:
-    """A job whose v0 (kernels digest "d0") was measured and whose v1 (hypothesis NO_OP) compiled to
-    `digest`, after the driver took the compile report."""
+def _v1_compiled(tmp_path, digest: str, v0_status: str = "ok") -> JobState:
+    """A job whose v0 (kernels digest "d0") was measured (`v0_status`) and whose v1 (hypothesis NO_OP)
+    compiled to `digest`, after the driver took the compile report."""
     store = open_store(f"file://{tmp_path}/state")
     params = ScheduleParams(ops=[])
     v0 = IterationState(0, "complete", params, "v0", compile=CompileResult(0, True, "done", kernels_digest="d0"),
-                        measure=MeasureResult(0, "ok", correct=True, time=Timing(10.0, 9.9, 10.1, 50)),
+                        measure=MeasureResult(0, v0_status, correct=True, time=Timing(10.0, 9.9, 10.1, 50)),
                         outcome="baseline")
     v1 = IterationState(1, "compiling", params, "v1", hypothesis=NO_OP)
     assert store.create_job(JobState(job_id="b.m", batch="b", model_path="/m.py", job_dir=str(tmp_path / "m"),
@@ -41,6 +43,8 @@ def test_a_version_with_the_kernels_of_an_earlier_one_is_not_measured(tmp_path):
     assert "Measure: not measured, the same kernels and launches as v0" in final_report(job, job.iterations[0], "")
 
 
-def test_a_version_with_new_kernels_is_measured(tmp_path):
-    job = _v1_compiled(tmp_path, "d1")
+@pytest.mark.parametrize("digest, v0_status", [("d1", "ok"), ("d0", "timeout")])
+def test_a_version_with_new_kernels_or_an_unsettled_twin_is_measured(tmp_path, digest, v0_status):
+    """New kernels, or the kernels of a version whose measurement a timeout cut short."""
+    job = _v1_compiled(tmp_path, digest, v0_status)
     assert job.iterations[1].stage == "measuring" and job.rejected == []
