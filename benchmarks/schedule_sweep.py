@@ -34,20 +34,22 @@ class Variant:
     row_kernel_reductions: int = 0  # row pipelines of up to this many reductions become row kernels
 
 
-# v0 of an f16 matmul at 4096: 128x128 blocks of four 64x64 warps, A/B staged in shared memory per K step
-# of 64, filled by cp.async 2 steps ahead (pipeline_depth 2); 210 registers per thread, two blocks per SM
+# v0 of an f16 or bf16 matmul at 4096: 128x256 blocks of eight 64x64 warps, A/B staged in shared memory
+# per K step of 64, filled by cp.async 2 steps ahead (pipeline_depth 2); the accumulator tile (rows padded
+# by 8 words) shares the buffers' memory; 208 registers per thread, one block per SM
 MMA_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
-    Variant("8 warps of 64x32", "matmul", {"thread_tile": [64, 32]}),
-    Variant("8 warps of 32x64", "matmul", {"thread_tile": [32, 64]}),
-    # one block per SM (registers): the accumulator tile shares the cp.async buffers' memory
+    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
+    Variant("3 stages", "matmul", {"pipeline_depth": 3}),
+    Variant("K32, 3 stages", "matmul", {"reduction_tile": 32, "pipeline_depth": 3}),
     Variant("256x128 block, 8 warps of 64x64", "matmul", {"block_tile": [256, 128]}),
-    Variant("128x256 block, 8 warps of 64x64", "matmul", {"block_tile": [128, 256]}),
 ]
-# v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 3 steps ahead
+# v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 3 steps ahead;
+# 83 KB of shared memory per block: two blocks (four warps) per SM
 TF32_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
-    Variant("128x128 block, 8 warps of 64x32", "matmul", {"block_tile": [128, 128], "thread_tile": [64, 32]}),
+    Variant("2 stages (four blocks per SM)", "matmul", {"pipeline_depth": 2}),
+    Variant("K16, 3 stages (five blocks per SM)", "matmul", {"reduction_tile": 16}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
@@ -55,9 +57,10 @@ SIMT_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
     Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
 ]
-# v0 of a bf16 matmul: f16's tiles and cp.async pipeline
+# v0 of a bf16 matmul: as of an f16 one (MMA_VARIANTS)
 BF16_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
+    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
 ]
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of 32x32 and 16x32
 # outputs, 2x2 per thread, to give the grid at least as many blocks as SMs
@@ -74,12 +77,12 @@ ROW_VARIANTS = [
     Variant("one row kernel, 1024 threads per row", "reduction", {"row_kernel": 1024}, row_kernel_reductions=3),
 ]
 # the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 56 pixels x 64 channels per
-# block, 8 channels x 4 pixels per thread, K steps of 9
+# block, 8 channels x 8 pixels per thread, K steps of 9
 IMG2COL_VARIANTS = [
-    Variant("4x4 per thread", "matmul", {"thread_tile": [0, 4, 4, 0]}),
-    Variant("8x8 per thread", "matmul", {"thread_tile": [0, 8, 8, 0]}),
+    Variant("8x4 per thread", "matmul", {"thread_tile": [0, 8, 4, 0]}),
     Variant("16x4 per thread", "matmul", {"thread_tile": [0, 16, 4, 0]}),
-    Variant("K18", "matmul", {"reduction_tile": 18}),
+    Variant("16x8 per thread", "matmul", {"thread_tile": [0, 16, 8, 0]}),
+    Variant("112-pixel blocks", "matmul", {"block_tile": [1, 0, 112, 0]}),
 ]
 
 
