@@ -2,8 +2,10 @@
 
 Two steps, because the GPU node cannot lower models (no torch-mlir there):
 
-    .venv/bin/python benchmarks/perf_targets.py compile OUT          # CPU: lower + compile v0 of each model
-    python3 benchmarks/perf_targets.py measure OUT [--record FILE]   # GPU node: every compiled vN, peers, table
+    .venv/bin/python benchmarks/perf_targets.py compile OUT [JOB...]  # CPU: lower + compile v0 of each model
+    python3 benchmarks/perf_targets.py measure OUT [--record FILE]    # GPU node: every compiled vN, peers, table
+
+(JOB...: only those targets, e.g. matmul4096_f16 conv3x3_resnet, for a short confirmation run.)
 
 Lines (ratios = peer time / our time, i.e. our throughput as a fraction of the peer's):
 - matmul 4096^3 f16, bf16, f32 and f32 in TF32 (tensor cores, job option --tf32) against torch.matmul
@@ -118,8 +120,11 @@ def measure(out: Path, profile: bool, timeout_s: float) -> list[str]:
             "| line | model | best of | ours us | peer | peer us | ratio | goal | met | torch.compile us | vs compile |",
             "|---|---|---|---:|---|---:|---:|---:|---|---:|---:|"]
     network_ratios = []
+    absent = [t.job for t in TARGETS if not (out / t.job).is_dir()]
     for target in TARGETS:
         job = out / target.job
+        if target.job in absent:
+            continue
         versions = compiled_versions(job)
         if not versions:
             rows.append(f"| {target.line} | {target.job} | no compiled version in {job} | | | | | | no | | |")
@@ -151,6 +156,8 @@ def measure(out: Path, profile: bool, timeout_s: float) -> list[str]:
     if network_ratios:
         geomean = math.exp(sum(math.log(x) for x in network_ratios) / len(network_ratios))
         rows += ["", f"networks: geometric mean vs eager {geomean:.3f}x over {len(network_ratios)} (goal 1.0x)"]
+    if absent:
+        rows += ["", f"not compiled into {out} (not in this run): {', '.join(absent)}"]
     return rows
 
 
@@ -158,14 +165,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=["compile", "measure"])
     parser.add_argument("out", type=Path, help="folder of the job folders (one per model)")
+    parser.add_argument("jobs", nargs="*", help=f"compile: only these jobs (default: all of "
+                                                f"{', '.join(t.job for t in TARGETS)}); measure takes the "
+                                                "jobs the folder holds")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="compile: processes")
     parser.add_argument("--profile", action="store_true", help="measure: also run Nsight Compute")
     parser.add_argument("--timeout", type=float, default=240, help="measure: seconds per version")
     parser.add_argument("--record", type=Path, help="measure: append the table to this markdown file")
     args = parser.parse_args()
     if args.step == "compile":
+        unknown = set(args.jobs) - {t.job for t in TARGETS}
+        if unknown:
+            parser.error(f"no such target job: {', '.join(sorted(unknown))}")
+        targets = [t for t in TARGETS if not args.jobs or t.job in args.jobs]
         with ProcessPoolExecutor(args.workers) as pool:
-            for line in pool.map(compile_one, TARGETS, [str(args.out)] * len(TARGETS)):
+            for line in pool.map(compile_one, targets, [str(args.out)] * len(targets)):
                 print(line, flush=True)
         return 0
     rows = measure(args.out, args.profile, args.timeout)
