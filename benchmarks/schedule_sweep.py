@@ -67,6 +67,10 @@ BF16_VARIANTS = [
 SMALL_MATMUL_VARIANTS = [
     Variant("64x64 blocks, 4x4 per thread", "matmul", {"block_tile": [64, 64], "thread_tile": [4, 4]}),
     Variant("16x32 blocks, 2x2 per thread", "matmul", {"block_tile": [16, 32], "thread_tile": [2, 2]}),
+    # K split in partial sums (a kernel of their own) merged in the matmul's kernel: more threads for the
+    # long K loops (512 and 1024) of grids under one wave
+    Variant("split-K 4", "matmul", {"split_reduction": 4, "reduction_tile": 4}),
+    Variant("split-K 8", "matmul", {"split_reduction": 8, "reduction_tile": 8}),
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
                       for n in (128, 256, 512, 1024)]
