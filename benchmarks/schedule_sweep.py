@@ -73,9 +73,11 @@ SMALL_MATMUL_VARIANTS = [
     Variant("split-K 8", "matmul", {"split_reduction": 8, "reduction_tile": 8}),
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
-                      for n in (128, 256, 512, 1024)]
+                      for n in (128, 256, 512, 1024)] + \
+    [Variant("merges ended in warp shuffles", "reduction", {"warp_merge": True}, reductions="block")]
 # v0: softmax and layernorm each in one row kernel of 1024 threads per row of 8192
 ROW_VARIANTS = [
+    Variant("merges ended in warp shuffles", "reduction", {"warp_merge": True}),
     Variant("a kernel per reduction", reductions="block"),
     Variant("one row kernel, 512 threads per row", "reduction", {"row_kernel": 512}, row_kernel_reductions=3),
     Variant("one row kernel, 1024 threads per row", "reduction", {"row_kernel": 1024}, row_kernel_reductions=3),

@@ -143,10 +143,20 @@ def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEd
                                                 "vectorize": t.vectorize})
 
 
+def enable_warp_merge(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    """A block reduction's (or row kernel's) last merge step in warp shuffles: a barrier less per reduction."""
+    if s.warp_merge or not (s.block_reduction or s.row_kernel):
+        return None
+    return ScheduleEdit(s.op_index, "warp_merge", True)
+
+
+ROW_KERNEL_GENERATORS = ("more_reduction_threads", "enable_warp_merge")
+
+
 def edit_for(generator: str, s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """The edit of a hypothesis family's generator. A row kernel's shape is fixed (a block per row)
-    but for its threads per row: only more_reduction_threads applies to it."""
-    if s.row_kernel and generator != "more_reduction_threads":
+    but for its threads per row and how its merges end: only ROW_KERNEL_GENERATORS apply to it."""
+    if s.row_kernel and generator not in ROW_KERNEL_GENERATORS:
         return None
     return GENERATORS[generator](s, op, has_reduction)
 
@@ -164,5 +174,6 @@ GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]]
     "deepen_pipeline": deepen_pipeline,
     "cap_registers": cap_registers,
     "enable_img2col": enable_img2col,
+    "enable_warp_merge": enable_warp_merge,
     "none": lambda s, op, r: None,
 }

@@ -344,3 +344,35 @@ def test_global_reads_are_reused_only_across_shared_memory_writes():
     assert len(loads) == 2, ir  # %y is %x; %z, after the store to %b, is read again
     stores = re.findall(r"vector.store (%\w+), %arg1", ir)
     assert stores == [loads[0], loads[1]], ir
+
+
+@pytest.mark.parametrize("name, reductions, threads, shuffles", [("softmax_large", "rows", 1024, 10),
+                                                                 ("layernorm_large", "rows", 1024, 25),
+                                                                 ("reduce_sum_large", "block", 512, 5)])
+def test_warp_merge_ends_each_merge_in_shuffles_one_barrier_earlier(tmp_path, name, reductions, threads, shuffles):
+    """warp_merge: the warp that merges a block reduction's partials combines its 32 values by five
+    butterfly shuffles (an f64 value takes two: layernorm's second and third reductions) and writes the
+    result itself, instead of one thread adding them up after another barrier: one bar.sync less per
+    reduction, the rest of the kernel as it was. On a kernel without a block reduction it is refused."""
+    job = tmp_path / name
+    lower_model(str(MODELS[name]), str(job))
+    facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
+    params = initial_params_for(facts, reductions=reductions)
+    merged = [s for s in params.ops if s.row_kernel or s.block_reduction]
+    assert [s.row_kernel or s.block_reduction for s in merged] == [threads]
+    bodies = []
+    for version, on in enumerate([False, True]):
+        merged[0].warp_merge = on
+        result = compile_iteration(str(job), version, params)
+        assert result.ok, result.error
+        (body,) = kernels_of((job / f"v{version}" / "kernels.ptx").read_text()).values()
+        bodies.append(body)
+    plain, warp = bodies
+    count = {"rows": {"softmax_large": 2, "layernorm_large": 3}, "block": {"reduce_sum_large": 1}}[reductions][name]
+    assert plain.count("shfl.sync") == 0 and warp.count("shfl.sync.bfly") == shuffles
+    assert warp.count("bar.sync") == plain.count("bar.sync") - count
+    assert warp.count("ld.global") == plain.count("ld.global") and ".local" not in warp
+    if name == "reduce_sum_large":
+        merged[0].block_reduction = 0
+        refused = compile_iteration(str(job), 2, params)
+        assert not refused.ok and "warp_merge merges the partials of a block reduction" in refused.error

@@ -319,17 +319,33 @@ def test_parallel_reduction_doubles_the_threads_of_a_block_reduction():
     assert GENERATORS["more_reduction_threads"](schedule, row_sum, True) is None  # at most 1024 threads
 
 
-def test_a_row_kernel_only_takes_more_threads_per_row():
+def test_a_row_kernel_only_takes_more_threads_per_row_or_warp_merges():
     """A row kernel (softmax in one kernel) keeps its shape, a block per row: the tile families pass it
-    by, parallel_reduction doubles its threads while each keeps 4 or more columns."""
+    by, parallel_reduction doubles its threads while each keeps 4 or more columns, warp_merge ends its
+    merges in warp shuffles."""
     softmax_out = OpInfo(5, "linalg.generic", "elementwise", [8192, 8192], ["parallel", "parallel"], "f32")
     schedule = OpSchedule(5, "reduction", [1, 0], [0, 0], vectorize=True, row_kernel=512)
     edit = edit_for("more_reduction_threads", schedule, softmax_out, True)
     assert (edit.field, edit.value) == ("row_kernel", 1024)
+    assert edit_for("enable_warp_merge", schedule, softmax_out, True) == ScheduleEdit(5, "warp_merge", True)
     assert all(edit_for(generator, schedule, softmax_out, True) is None
-               for generator in GENERATORS if generator != "more_reduction_threads")
-    schedule.row_kernel = 1024
+               for generator in GENERATORS if generator not in ("more_reduction_threads", "enable_warp_merge"))
+    schedule.row_kernel, schedule.warp_merge = 1024, True
     assert edit_for("more_reduction_threads", schedule, softmax_out, True) is None
+    assert edit_for("enable_warp_merge", schedule, softmax_out, True) is None
+    assert edit_for("enable_warp_merge", matmul_schedule(), MATMUL, True) is None, "no block reduction to merge"
+
+
+def test_a_memory_bound_row_kernel_gets_its_merges_in_warp_shuffles():
+    """Recorded on the H200 (layernorm over 8192x8192 in one row kernel of 1024 threads per row,
+    perf_targets_h200.md run 7): memory-bound at 60% SOL with the barrier the top stall; it has the most
+    threads per row already, so the advisor ends its merges in warp shuffles (it had no route left)."""
+    kernels = parse_csv((DATA / "ncu_raw_layernorm_large_h200.csv").read_text())
+    layernorm_out = OpInfo(0, "linalg.generic", "elementwise", [8192, 8192], ["parallel", "parallel"], "f32")
+    row_kernel = OpSchedule(0, "reduction", [1, 0], [0, 0], vectorize=True, row_kernel=1024)
+    d = advise(request_for(layernorm_out, row_kernel, kernels))
+    assert (d.bottleneck, d.hypothesis.family, d.hypothesis.edit) == \
+        ("memory", "warp_merge", ScheduleEdit(0, "warp_merge", True))
 
 
 def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():

@@ -110,6 +110,10 @@ class OpSchedule(JsonRecord):
     # ptxas fits this many blocks of the kernel on an SM (.minnctapersm): fewer registers per thread,
     # spilling if it must; 0 = ptxas's choice
     min_blocks_per_sm: int = 0
+    # a block reduction's (or row kernel's) last merge step in warp shuffles: the warp that merges the
+    # partials' partials combines its 32 results by butterfly shuffles (gpu.shuffle xor) instead of
+    # writing them to shared memory for one thread to add up after another barrier
+    warp_merge: bool = False
 
 
 def reduction_extents(op: OpInfo) -> list[int]:

@@ -99,6 +99,8 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         launches = LaunchSequence(module, info).read()
         merge_kernel_modules(module)
         result.stage = "lowering"
+        mlir.merge_in_a_warp(module, {launch.kernel for launch, kernel in zip(launches.launches, kernels)
+                                      if kernel.warp_merge})
         mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
         mlir.align_kernel_pointers(module)

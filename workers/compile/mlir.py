@@ -521,6 +521,103 @@ def reuse_global_reads(module: ir.Module) -> None:
                 op.erase()
 
 
+WARP_SIZE = 32
+THREAD_BELOW = 6  # arith.cmpi predicate ult: `thread_id.x < bound` guards a merge step's threads
+WARP_COMBINE = {"add": arith_dialect.AddFOp, "mul": arith_dialect.MulFOp, "maximumf": arith_dialect.MaximumFOp,
+                "minimumf": arith_dialect.MinimumFOp, "maxnumf": arith_dialect.MaxNumFOp,
+                "minnumf": arith_dialect.MinNumFOp}
+
+
+def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> None:
+    """In the kernels named in `kernels` (schedule knob warp_merge), a block reduction's merge ends (as
+    schedule._emit_merge emits it) with a warp, `scf.if thread_id.x < 32`, reducing the partials to 32
+    values in shared memory, a barrier, and one thread, `scf.if thread_id.x < 1`, combining those 32 into
+    the result and storing it. Here the warp combines its 32 values by butterfly shuffles (gpu.shuffle
+    xor; a 64-bit value takes two) and its first thread stores the result: per reduction one barrier and
+    a serial chain of 32 less. Float reductions only; a named kernel where no merge takes it is an error.
+    Run it before `workgroup_allocs_to_shared` (it follows the tiles' memref.allocs)."""
+    for kernel in _kernel_ops(module, "gpu.func"):
+        name = ir.StringAttr(kernel.attributes["sym_name"]).value
+        if name not in kernels:
+            continue
+        known = "known_block_size" in kernel.attributes
+        x, y, z = ir.DenseI32ArrayAttr(kernel.attributes["known_block_size"]) if known else (0, 0, 0)
+        lasts = [op for op in _ops_named(kernel, "scf.if") if _thread_below(op.operands[0], 1)]
+        rewritten = [_merge_in_a_warp(last) for last in lasts] if x % WARP_SIZE == 0 and y == z == 1 else []
+        if not any(rewritten):
+            raise MlirError(f"warp_merge: kernel {name} has no block reduction whose last merge step a warp "
+                            f"can take (32 partials of a float reduction, threads along x: block {[x, y, z]})")
+
+
+def _thread_below(value: ir.Value, bound: int) -> bool:
+    """`value` is `arith.cmpi ult, thread_id.x, bound`."""
+    cmp = value.owner
+    if not isinstance(cmp, ir.OpView) or cmp.name != "arith.cmpi" \
+            or ir.IntegerAttr(cmp.attributes["predicate"]).value != THREAD_BELOW:
+        return False
+    tid, limit = cmp.operands
+    return isinstance(tid.owner, ir.OpView) and tid.owner.name == "gpu.thread_id" \
+        and str(tid.owner.attributes["dimension"]) == "#gpu<dim x>" and isinstance(limit.owner, ir.OpView) \
+        and limit.owner.name == "arith.constant" and ir.IntegerAttr(limit.owner.attributes["value"]).value == bound
+
+
+def _root_alloc(value: ir.Value):
+    """The memref.alloc that `value` views (through subviews), or None."""
+    while isinstance(value.owner, ir.OpView) and value.owner.name == "memref.subview":
+        value = value.owner.operands[0]
+    return value.owner.operation if isinstance(value.owner, ir.OpView) and value.owner.name == "memref.alloc" else None
+
+
+def _merge_in_a_warp(last) -> bool:
+    """Rewrite the merge whose last step is the one-thread `scf.if` `last` (see merge_in_a_warp): the
+    steps between the warp's and `last` (allocations, constants, conditions) move before the warp's,
+    `last` moves into the warp's after the shuffles, its load and reduction of the 32 values become the
+    shuffles' total combined with the reduction's initial value, and the barrier goes. False where the
+    merge has another shape."""
+    ops = [op.operation for op in last.operation.block.operations]
+    at = ops.index(last.operation)
+    barriers = [i for i in range(at) if ops[i].name == "gpu.barrier"]
+    if not barriers or barriers[-1] == 0:
+        return False
+    barrier, warp, between = ops[barriers[-1]], ops[barriers[-1] - 1], ops[barriers[-1] + 1:at]
+    if warp.name != "scf.if" or not _thread_below(warp.operands[0], WARP_SIZE) \
+            or any(op.name not in ("memref.alloc", "arith.constant", "arith.cmpi") for op in between):
+        return False
+    reductions = _ops_named(last, "vector.reduction")
+    reduction = reductions[0] if len(reductions) == 1 else None
+    kind = str(reduction.attributes["kind"]).removeprefix("#vector.kind<").removesuffix(">") if reduction else ""
+    load = reduction.operands[0].owner if reduction else None
+    if kind not in WARP_COMBINE or not isinstance(load, ir.OpView) or load.name != "vector.load" \
+            or ir.VectorType(reduction.operands[0].type).shape != [WARP_SIZE]:
+        return False
+    values = _root_alloc(load.operands[0])
+    stores = [op for op in _ops_named(warp, "memref.store") if values is not None and _root_alloc(op.operands[1]) == values]
+    if not stores:
+        return False
+    combine = WARP_COMBINE[kind]
+    for op in between:
+        op.move_before(warp)
+    terminator = warp.regions[0].blocks[0].operations[len(warp.regions[0].blocks[0].operations) - 1]
+    with ir.InsertionPoint(terminator), last.location:
+        i32 = ir.IntegerType.get_signless(32)
+        width = arith_dialect.ConstantOp(i32, WARP_SIZE).result
+        total, offset = stores[-1].operands[0], WARP_SIZE // 2
+        while offset:
+            other = gpu_dialect.ShuffleOp(total, arith_dialect.ConstantOp(i32, offset).result, width,
+                                          gpu_dialect.ShuffleMode.XOR).results[0]
+            total, offset = combine(total, other).result, offset // 2
+    last.operation.move_before(terminator)
+    if len(reduction.operands) > 1:
+        with ir.InsertionPoint(reduction), reduction.location:
+            total = combine(total, reduction.operands[1]).result
+    reduction.results[0].replace_all_uses_with(total)
+    reduction.operation.erase()
+    if not list(load.results[0].uses):
+        load.operation.erase()
+    barrier.erase()
+    return True
+
+
 def scratch_to_stack(module: ir.Module) -> None:
     """A memref.alloc inside a kernel is per-thread scratch (e.g. a fused producer's tile); as an
     alloca it lives in registers/local memory instead of calling device malloc. The alloca goes to the

@@ -75,6 +75,7 @@ class Kernel:
     block: list[int]  # thread block shape [x, y, z]
     partial: bool = False
     min_blocks_per_sm: int = 0  # the schedule's (.minnctapersm)
+    warp_merge: bool = False  # the schedule's (mlir.merge_in_a_warp)
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
@@ -518,6 +519,9 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     if not 0 <= schedule.min_blocks_per_sm <= MAX_BLOCKS_PER_SM:
         raise ScheduleError(f"op {op.index}: min_blocks_per_sm must be 0..{MAX_BLOCKS_PER_SM}, not "
                             f"{schedule.min_blocks_per_sm}")
+    if schedule.warp_merge and not (schedule.block_reduction or schedule.row_kernel):
+        raise ScheduleError(f"op {op.index}: warp_merge merges the partials of a block reduction: it needs "
+                            "block_reduction or row_kernel")
     members = [g.anchor] + ([g.producer] if g.producer is not None else [])
     if schedule.img2col:
         op = img2col_op(op)  # raises ScheduleError for a non-conv op
@@ -749,7 +753,7 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
             partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction))
             placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, True, s.min_blocks_per_sm)))
         placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block,
-                                              min_blocks_per_sm=s.min_blocks_per_sm)))
+                                              min_blocks_per_sm=s.min_blocks_per_sm, warp_merge=s.warp_merge)))
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
