@@ -587,8 +587,9 @@ def _merge_in_a_warp(last) -> bool:
     reduction = reductions[0] if len(reductions) == 1 else None
     kind = str(reduction.attributes["kind"]).removeprefix("#vector.kind<").removesuffix(">") if reduction else ""
     load = reduction.operands[0].owner if reduction else None
+    vector = ir.VectorType(reduction.operands[0].type) if reduction else None
     if kind not in WARP_COMBINE or not isinstance(load, ir.OpView) or load.name != "vector.load" \
-            or ir.VectorType(reduction.operands[0].type).shape != [WARP_SIZE]:
+            or vector.shape != [WARP_SIZE] or not isinstance(vector.element_type, ir.FloatType):
         return False
     values = _root_alloc(load.operands[0])
     stores = [op for op in _ops_named(warp, "memref.store") if values is not None and _root_alloc(op.operands[1]) == values]
@@ -597,7 +598,8 @@ def _merge_in_a_warp(last) -> bool:
     combine = WARP_COMBINE[kind]
     for op in between:
         op.move_before(warp)
-    terminator = warp.regions[0].blocks[0].operations[len(warp.regions[0].blocks[0].operations) - 1]
+    then = warp.regions[0].blocks[0].operations
+    terminator = then[len(then) - 1]
     with ir.InsertionPoint(terminator), last.location:
         i32 = ir.IntegerType.get_signless(32)
         width = arith_dialect.ConstantOp(i32, WARP_SIZE).result
