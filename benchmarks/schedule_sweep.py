@@ -45,12 +45,13 @@ MMA_VARIANTS = [
     Variant("256x128 block, 8 warps of 64x64", "matmul", {"block_tile": [256, 128]}),
 ]
 # v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 3 steps ahead;
-# 83 KB of shared memory per block: two blocks (four warps) per SM
+# 83 KB of shared memory per block: two blocks (four warps) per SM; 2 stages (55 KB) fit four
 TF32_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
-    Variant("2 stages (four blocks per SM)", "matmul", {"pipeline_depth": 2}),
-    Variant("K16, 3 stages (five blocks per SM)", "matmul", {"reduction_tile": 16}),
+    Variant("2 stages", "matmul", {"pipeline_depth": 2}),
+    Variant("K16, 3 stages", "matmul", {"reduction_tile": 16}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
+    Variant("128x128 block, 4 warps of 64x64, 2 stages", "matmul", {"block_tile": [128, 128], "pipeline_depth": 2}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [
@@ -78,6 +79,8 @@ REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reduct
 # v0: softmax and layernorm each in one row kernel of 1024 threads per row of 8192
 ROW_VARIANTS = [
     Variant("merges ended in warp shuffles", "reduction", {"warp_merge": True}),
+    Variant("512 threads per row, merges ended in warp shuffles", "reduction", {"row_kernel": 512, "warp_merge": True},
+            row_kernel_reductions=3),
     Variant("a kernel per reduction", reductions="block"),
     Variant("one row kernel, 512 threads per row", "reduction", {"row_kernel": 512}, row_kernel_reductions=3),
     Variant("one row kernel, 1024 threads per row", "reduction", {"row_kernel": 1024}, row_kernel_reductions=3),
