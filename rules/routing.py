@@ -144,7 +144,7 @@ def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEd
 
 
 def enable_warp_merge(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """A block reduction's (or row kernel's) last merge step in warp shuffles: a barrier less per reduction."""
+    """A block reduction's (or row kernel's) merge in warp shuffles: a barrier less per reduction."""
     if s.warp_merge or not (s.block_reduction or s.row_kernel):
         return None
     return ScheduleEdit(s.op_index, "warp_merge", True)

@@ -346,14 +346,16 @@ def test_global_reads_are_reused_only_across_shared_memory_writes():
     assert stores == [loads[0], loads[1]], ir
 
 
-@pytest.mark.parametrize("name, reductions, threads, shuffles", [("softmax_large", "rows", 1024, 10),
-                                                                 ("layernorm_large", "rows", 1024, 25),
-                                                                 ("reduce_sum_large", "block", 512, 5)])
+@pytest.mark.parametrize("name, reductions, threads, shuffles", [("softmax_large", "rows", 1024, 2 * (5 + 5)),
+                                                                 ("layernorm_large", "rows", 1024, 10 + 2 * 2 * 10),
+                                                                 ("reduce_sum_large", "block", 512, 4 + 5)])
 def test_warp_merge_ends_each_merge_in_shuffles_one_barrier_earlier(tmp_path, name, reductions, threads, shuffles):
-    """warp_merge: the warp that merges a block reduction's partials combines its 32 values by five
-    butterfly shuffles (an f64 value takes two: layernorm's second and third reductions) and writes the
-    result itself, instead of one thread adding them up after another barrier: one bar.sync less per
-    reduction, the rest of the kernel as it was. On a kernel without a block reduction it is refused."""
+    """warp_merge: each group of lanes whose partials one lane of the merging warp reduces (32 of 1024
+    threads' partials, 16 of 512) combines them by butterfly shuffles before storing them (5 or 4), and
+    that warp combines its 32 values by 5 more and writes the result itself, instead of one thread adding
+    them up after another barrier: one bar.sync less per reduction (an f64 value takes two shuffles:
+    layernorm's second and third reductions), the rest of the kernel as it was. On a kernel without a
+    block reduction it is refused."""
     job = tmp_path / name
     lower_model(str(MODELS[name]), str(job))
     facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)

@@ -110,9 +110,9 @@ class OpSchedule(JsonRecord):
     # ptxas fits this many blocks of the kernel on an SM (.minnctapersm): fewer registers per thread,
     # spilling if it must; 0 = ptxas's choice
     min_blocks_per_sm: int = 0
-    # a block reduction's (or row kernel's) last merge step in warp shuffles: the warp that merges the
-    # partials' partials combines its 32 results by butterfly shuffles (gpu.shuffle xor) instead of
-    # writing them to shared memory for one thread to add up after another barrier
+    # a block reduction's (or row kernel's) merge in warp shuffles (gpu.shuffle xor): the lanes combine
+    # their partials in groups before storing them, and the warp that merges those combines its 32
+    # values itself instead of writing them to shared memory for one thread after another barrier
     warp_merge: bool = False
 
 
