@@ -346,10 +346,11 @@ def test_global_reads_are_reused_only_across_shared_memory_writes():
     assert stores == [loads[0], loads[1]], ir
 
 
-@pytest.mark.parametrize("name, reductions, threads, shuffles", [("softmax_large", "rows", 1024, 2 * (5 + 5)),
-                                                                 ("layernorm_large", "rows", 1024, 10 + 2 * 2 * 10),
-                                                                 ("reduce_sum_large", "block", 512, 4 + 5)])
-def test_warp_merge_ends_each_merge_in_shuffles_one_barrier_earlier(tmp_path, name, reductions, threads, shuffles):
+@pytest.mark.parametrize("name, reductions, threads, merges, shuffles", [
+    ("softmax_large", "rows", 1024, 2, 2 * (5 + 5)), ("layernorm_large", "rows", 1024, 3, 10 + 2 * 2 * 10),
+    ("reduce_sum_large", "block", 512, 1, 4 + 5)])
+def test_warp_merge_ends_each_merge_in_shuffles_one_barrier_earlier(tmp_path, name, reductions, threads, merges,
+                                                                    shuffles):
     """warp_merge: each group of lanes whose partials one lane of the merging warp reduces (32 of 1024
     threads' partials, 16 of 512) combines them by butterfly shuffles before storing them (5 or 4), and
     that warp combines its 32 values by 5 more and writes the result itself, instead of one thread adding
@@ -370,9 +371,8 @@ def test_warp_merge_ends_each_merge_in_shuffles_one_barrier_earlier(tmp_path, na
         (body,) = kernels_of((job / f"v{version}" / "kernels.ptx").read_text()).values()
         bodies.append(body)
     plain, warp = bodies
-    count = {"rows": {"softmax_large": 2, "layernorm_large": 3}, "block": {"reduce_sum_large": 1}}[reductions][name]
     assert plain.count("shfl.sync") == 0 and warp.count("shfl.sync.bfly") == shuffles
-    assert warp.count("bar.sync") == plain.count("bar.sync") - count
+    assert warp.count("bar.sync") == plain.count("bar.sync") - merges
     assert warp.count("ld.global") == plain.count("ld.global") and ".local" not in warp
     if name == "reduce_sum_large":
         merged[0].block_reduction = 0
