@@ -99,13 +99,12 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         launches = LaunchSequence(module, info).read()
         merge_kernel_modules(module)
         result.stage = "lowering"
-        mlir.merge_in_a_warp(module, {launch.kernel for launch, kernel in zip(launches.launches, kernels)
-                                      if kernel.warp_merge})
+        by_name = {launch.kernel: kernel for launch, kernel in zip(launches.launches, kernels)}
+        mlir.merge_in_a_warp(module, {name for name, kernel in by_name.items() if kernel.warp_merge})
         mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
         mlir.align_kernel_pointers(module)
-        mlir.limit_registers(module, {launch.kernel: kernel.min_blocks_per_sm
-                                      for launch, kernel in zip(launches.launches, kernels)})
+        mlir.limit_registers(module, {name: kernel.min_blocks_per_sm for name, kernel in by_name.items()})
         if pipeline.fp_contract:
             mlir.allow_fp_contraction(module)
         if params.precision == "tf32":

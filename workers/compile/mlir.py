@@ -255,6 +255,12 @@ def _enclosing(op, name: str):
     return op
 
 
+def _siblings(op) -> tuple[list, int]:
+    """The ops of `op`'s block, in order, and `op`'s position among them."""
+    ops = [o.operation for o in op.operation.block.operations]
+    return ops, ops.index(op.operation)
+
+
 def workgroup_allocs_to_shared(module: ir.Module) -> None:
     """A memref.alloc in workgroup memory inside a kernel is a tile the whole block shares (a
     tensor-core kernel's accumulator tile); device malloc cannot give shared memory, so it becomes
@@ -304,8 +310,8 @@ def pad_tensor_core_tiles(module: ir.Module, padded_columns: Callable[[int, int,
             with ir.InsertionPoint(alloc), alloc.location:
                 wide = memref_dialect.AllocOp(ir.MemRefType.get([*outer, width], old.element_type,
                                                                 memory_space=old.memory_space), [], [])
-                for name in alloc.attributes:
-                    wide.operation.attributes[name] = alloc.attributes[name]
+                for attribute in _named_attributes(alloc):
+                    wide.operation.attributes[attribute.name] = attribute.attr
                 view = memref_dialect.SubViewOp(
                     ir.MemRefType.get(old.shape, old.element_type, ir.StridedLayoutAttr.get(0, strides),
                                       memory_space=old.memory_space),
@@ -329,8 +335,7 @@ def overlap_tiles_dead_in_k_loops(module: ir.Module, staged_mark: str, loop_mark
     for loop in _kernel_ops(module, "scf.for"):
         if loop_mark not in loop.attributes:
             continue
-        block = [op.operation for op in loop.operation.block.operations]
-        at = block.index(loop.operation)
+        block, at = _siblings(loop)
         copies = [i for i, op in enumerate(block[:at]) if op.name == "nvgpu.device_async_copy"]
         others = [a for a in _shared_tiles(_ops_named(_enclosing(loop, "gpu.func"), "memref.alloc"))
                   if staged_mark not in a.attributes]
@@ -427,7 +432,7 @@ def _set_launch_shared_bytes(module: ir.Module, kernel, size: int) -> None:
             bytes_ = arith_dialect.ConstantOp(ir.IntegerType.get_signless(32), size).result
             operands[start:start + counts[at]] = [bytes_]
             counts[at] = 1
-            attributes = {launch.attributes[i].name: launch.attributes[i].attr for i in range(len(launch.attributes))}
+            attributes = {a.name: a.attr for a in _named_attributes(launch)}
             attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(counts)
             sized = ir.Operation.create("gpu.launch_func", results=[r.type for r in launch.results],
                                         operands=operands, attributes=attributes)
@@ -455,9 +460,9 @@ def sync_after_block_loops(module: ir.Module) -> None:
     for loop in _kernel_ops(module, "scf.for"):
         if not _ops_named(loop, "gpu.barrier", first_only=True):
             continue
-        ops = [op.operation for op in loop.operation.block.operations]
+        ops, at = _siblings(loop)
         last_write, synced = None, False
-        for op in ops[ops.index(loop.operation) + 1:]:
+        for op in ops[at + 1:]:
             if op.regions or op.name == "gpu.barrier" and last_write is not None:
                 synced = op.name == "gpu.barrier"
                 break
@@ -618,8 +623,7 @@ def _merge_in_a_warp(last) -> bool:
     `last` (allocations, constants, conditions) move before the warp's step, `last` moves into it after
     the shuffles of its 32 values, its load and reduction become their total, and the barrier goes.
     False where the merge has another shape."""
-    ops = [op.operation for op in last.operation.block.operations]
-    at = ops.index(last.operation)
+    ops, at = _siblings(last)
     barriers = [i for i in range(at) if ops[i].name == "gpu.barrier"]
     if not barriers or barriers[-1] == 0:
         return False
