@@ -119,6 +119,23 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     assert (launch.grid, launch.block) == ([16, 32, 1], [256, 1, 1])
 
 
+def test_a_linear_layer_reads_its_weight_untransposed_on_tensor_cores(tmp_path):
+    """nn.Linear computes x @ W^T: torch-mlir transposes W (out, in) into a tensor of its own. The
+    preparation steps fold that transpose into the matmul (which then reads W as (n, k)): one kernel,
+    and its B fragments come from rows of W in shared memory by ldmatrix without .trans (a @ b's
+    (k, n) rows need .trans). Before the fold the transposed operand failed in the lowering."""
+    job = tmp_path / "linear_f16"
+    lower_model(str(Path(__file__).parent / "data" / "zoo" / "linear_f16.py"), str(job))
+    assert "linalg.transpose" in (job / "model_linalg.mlir").read_text()
+    result = compile_iteration(str(job), 0, initial_params(str(job)))
+    assert result.ok, result.error
+    (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
+    assert [arg.buffer for arg in launch.args][:2] == ["arg0", "arg1"], "x and W as the model holds them"
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assert "ldmatrix.sync.aligned" in ptx and ".trans" not in ptx
+
+
 def test_f16_matmul_runs_on_tensor_cores(jobs):
     job = jobs / "matmul_f16"
     result = compile_iteration(str(job), 0, mma_params(job))

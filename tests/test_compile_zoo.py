@@ -113,6 +113,17 @@ def test_v0_is_operator_aware(compiled):
     assert {"conv", "pooling", "matmul"} <= set(cnn["kernel_families"])
 
 
+def test_linear_layers_read_their_weights_untransposed(compiled):
+    """The MLP's two nn.Linear layers: each matmul reads its weight (out, in) as the model holds it, in
+    the kernel that also adds the bias (and applies the ReLU), with no kernel of its own transposing it."""
+    _, job, result = compiled["mlp"]
+    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+    assert result.kernel_families == ["matmul", "matmul"]
+    weights = [[arg.buffer for arg in launch.args if arg.buffer in ("arg1", "arg3")] for launch in config.launches]
+    assert weights == [["arg1"], ["arg3"]]
+    assert [b.shape for b in config.buffers if b.role == "temporary"] == [[256, 1024]], "the hidden layer only"
+
+
 def test_precision_mode_follows_the_model_dtype(compiled):
     f16 = LaunchConfig.from_json((compiled["matmul_f16"][1] / "v0" / "config.json").read_text())
     f32 = LaunchConfig.from_json((compiled["mlp"][1] / "v0" / "config.json").read_text())

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from workers.compile import mlir
-from workers.compile.pipeline import PREPARE_STEPS
+from workers.compile.pipeline import transform_module_head
 from workers.records import OpInfo
 
 ir = mlir.ir
@@ -68,11 +68,7 @@ def linalg_ops(func) -> list:
 
 
 def _prepare_module() -> str:
-    body = "\n".join("    " + step for step in PREPARE_STEPS)
-    return ("module attributes {transform.with_named_sequence} {\n"
-            "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
-            '    %func = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op\n'
-            f"{body}\n    transform.yield\n  }}\n}}\n")
+    return "\n".join([*transform_module_head("readonly"), "    transform.yield", "  }", "}"])
 
 
 def analyze(payload_text: str, pre_pipeline: str) -> list[LinalgOpFacts]:

@@ -10,21 +10,47 @@ from dataclasses import dataclass
 
 from workers.jsonrecord import JsonRecord
 
-# Steps every schedule starts with: tensor.pad becomes a fill plus a linalg.copy into the padded
-# buffer, so that the padding runs in a kernel instead of a memref.copy on the host; unit dims of
-# generic ops are folded away.
+ANY = "!transform.any_op"
+# Steps every schedule starts with: a matmul whose right operand is a transposed tensor (nn.Linear's
+# weight) reads that tensor in its own layout instead, so no kernel transposes it (transpose_matmul
+# makes the operand a transpose of the transpose, which canonicalization folds away); tensor.pad
+# becomes a fill plus a linalg.copy into the padded buffer, so that the padding runs in a kernel
+# instead of a memref.copy on the host; unit dims of generic ops are folded away.
 PREPARE_STEPS = [
-    '%pads = transform.structured.match ops{["tensor.pad"]} in %func : (!transform.any_op) -> !transform.any_op',
-    "%pads_dps = transform.structured.rewrite_in_destination_passing_style %pads "
-    ": (!transform.any_op) -> !transform.any_op",
-    '%inserts = transform.structured.match ops{["tensor.insert_slice"]} in %func '
-    ": (!transform.any_op) -> !transform.any_op",
-    "%pad_copies = transform.structured.insert_slice_to_copy %inserts : (!transform.any_op) -> !transform.any_op",
+    f'%funcs = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}',
+    f"%func = transform.foreach_match in %funcs @__farm_matmul_of_transpose -> @__farm_read_untransposed "
+    f": ({ANY}) -> {ANY}",
+    f'%pads = transform.structured.match ops{{["tensor.pad"]}} in %func : ({ANY}) -> {ANY}',
+    f"%pads_dps = transform.structured.rewrite_in_destination_passing_style %pads : ({ANY}) -> {ANY}",
+    f'%inserts = transform.structured.match ops{{["tensor.insert_slice"]}} in %func : ({ANY}) -> {ANY}',
+    f"%pad_copies = transform.structured.insert_slice_to_copy %inserts : ({ANY}) -> {ANY}",
     # Unit dims dropped (a keepdim row reduction writes tensor<Nx1> through the map (d0, d1) -> (d0, 0)):
     # structured.split_reduction misreads a constant in an output map and builds invalid IR.
     "transform.apply_patterns to %func { transform.apply_patterns.linalg.fold_unit_extent_dims_via_reshapes "
-    "transform.apply_patterns.canonicalization } : !transform.any_op",
+    f"transform.apply_patterns.canonicalization }} : {ANY}",
 ]
+# the matcher and the action of PREPARE_STEPS' foreach_match
+PREPARE_SEQUENCES = [
+    f"transform.named_sequence @__farm_matmul_of_transpose(%op: {ANY} {{transform.readonly}}) -> {ANY} {{",
+    f'  transform.match.operation_name %op ["linalg.matmul"] : {ANY}',
+    f"  %rhs = transform.get_producer_of_operand %op[1] : ({ANY}) -> {ANY}",
+    f'  transform.match.operation_name %rhs ["linalg.transpose"] : {ANY}',
+    f"  transform.yield %op : {ANY}",
+    "}",
+    f"transform.named_sequence @__farm_read_untransposed(%op: {ANY} {{transform.consumed}}) {{",
+    f"  %transposed_rhs = transform.structured.transpose_matmul %op <rhs> : ({ANY}) -> {ANY}",
+    "  transform.yield",
+    "}",
+]
+
+
+def transform_module_head(root: str) -> list[str]:
+    """The first lines of a transform module whose main sequence (its payload handle %root marked
+    `root`: readonly or consumed) starts with PREPARE_STEPS, which leave the function in %func."""
+    return ["module attributes {transform.with_named_sequence} {",
+            *("  " + line for line in PREPARE_SEQUENCES),
+            f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.{root}}}) {{",
+            *("    " + step for step in PREPARE_STEPS)]
 
 
 # subviews folded into the accesses: the shared tiles are then padded (mlir.pad_tensor_core_tiles)

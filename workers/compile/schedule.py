@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
-from workers.compile.pipeline import PREPARE_STEPS
+from workers.compile.pipeline import transform_module_head
 from workers.compile.tensor_core import (PIPELINE_SEQUENCE, MmaPlan, emit_mma_contracts, emit_mma_group,
                                         emit_multibuffers, emit_pipelined_k_loop, emit_shared_accumulator,
                                         emit_staged_copies, emit_staged_tiles, plan_mma)
@@ -772,12 +772,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     if tf32 and params.precision != "tf32":
         raise ScheduleError(f"op {tf32[0]}: f32 matmuls run on tensor cores as TF32, which needs precision "
                             f"\"tf32\" (its tolerance), not {params.precision!r}")
-    lines = [
-        "module attributes {transform.with_named_sequence} {",
-        f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.consumed}}) {{",
-        f'    %func = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}',
-    ]
-    lines += ["    " + step for step in PREPARE_STEPS]
+    lines = transform_module_head("consumed")
     lines.append(f"    %ops = transform.structured.match interface{{LinalgOp}} in %func : ({ANY}) -> {ANY}")
     handles = ", ".join(f"%op{i}" for i in range(len(facts)))
     lines.append(f"    {handles} = transform.split_handle %ops : ({ANY}) -> ({', '.join([ANY] * len(facts))})")
