@@ -30,11 +30,12 @@ echo "== site packages for $("$PYTHON" --version)"
     kombu amqp vine billiard redis tzlocal tzdata click-didyoumean click-plugins click-repl prompt_toolkit \
     wcwidth durable-rules==2.0.28
 rm -rf "$STAGE"/site/bin "$STAGE"/site/numba_cuda_mlir/lib
-# the compile stage loads only these of the bindings' extension modules
+# the compile stage loads only these of the bindings' extension modules (workers/compile/mlir.py's
+# dialect imports among them: a module left out fails every compile task on the node)
 find "$STAGE/site/numba_cuda_mlir/_mlir/_mlir_libs" -name '_mlir*.so' \
     ! -name '_mlir.cpython*' ! -name '_mlirDialectsGPU*' ! -name '_mlirDialectsTransform*' \
     ! -name '_mlirRegisterEverything*' ! -name '_mlirTransformInterpreter*' ! -name '_mlirDialectsLinalg*' \
-    ! -name '_mlirGPUPasses*' ! -name '_mlirLinalgPasses*' -delete
+    ! -name '_mlirGPUPasses*' ! -name '_mlirLinalgPasses*' ! -name '_mlirDialectsNVGPU*' -delete
 echo "== redis-server and its libraries"
 mkdir -p "$STAGE/bin" "$STAGE/lib"
 cp "$(readlink -f "$(command -v redis-server)")" "$STAGE/bin/redis-server"
