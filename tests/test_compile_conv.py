@@ -70,10 +70,10 @@ def test_resnet_conv_through_img2col_is_a_matmul_kernel(jobs):
     conv = [s for s in params.ops if s.img2col]
     assert len(conv) == 1
     s = conv[0]
-    # loops (n, f, oh*ow, c*kh*kw) = (32, 64, 3136, 576): 64x56 block tiles (56 pixels: one output row),
-    # 8 output channels x 8 pixels per thread, K by 9 (one input channel's 3x3 window): tiles aligned to
-    # the gather's index arithmetic
-    assert (s.block_tile, s.thread_tile, s.reduction_tile, s.vectorize) == ([1, 0, 56, 0], [0, 8, 8, 0], 9, True)
+    # loops (n, f, oh*ow, c*kh*kw) = (32, 64, 3136, 576): 64x112 block tiles (112 pixels: two output
+    # rows), 8 output channels x 8 pixels per thread, K by 9 (one input channel's 3x3 window): tiles
+    # aligned to the gather's index arithmetic
+    assert (s.block_tile, s.thread_tile, s.reduction_tile, s.vectorize) == ([1, 0, 112, 0], [0, 8, 8, 0], 9, True)
     result = compile_iteration(str(job), 2, params)
     assert result.ok, f"{result.stage}: {result.error}"
     vdir = job / "v2"
@@ -82,7 +82,7 @@ def test_resnet_conv_through_img2col_is_a_matmul_kernel(jobs):
     config = json.loads((vdir / "config.json").read_text())
     assert result.kernel_families[-1] == "matmul" and result.kernel_ops[-1] == s.op_index
     launch = config["launches"][-1]
-    assert launch["block"] == [7, 8, 1] and launch["grid"][0] * launch["grid"][1] * launch["grid"][2] == 32 * 56
+    assert launch["block"] == [14, 8, 1] and launch["grid"][0] * launch["grid"][1] * launch["grid"][2] == 32 * 28
     gpu = (vdir / "gpu.mlir").read_text()
     assert not HOST_LOOPS.search(_host_part(gpu))
     # the img2col matrix (32 x 576 x 3136) is never allocated: it is gathered inside the kernel

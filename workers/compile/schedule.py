@@ -406,14 +406,17 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -
 # 2; 8x8 1.19x over 8x4 once the gathered tile stayed in registers, run 13)
 IMG2COL_CHANNELS_PER_THREAD = 8
 IMG2COL_PIXELS_PER_THREAD = 8
+# pixels per block with 8x8 per thread: about 128, as many as the 64 channels' weights are reused for
+# (112-pixel blocks of the 56-wide ResNet image 1.14x over 56, schedule_sweep_h200.md run 14)
+IMG2COL_PIXELS_PER_BLOCK = 128
 
 
 def img2col_schedule(conv: OpInfo) -> OpSchedule:
-    """A conv's schedule through img2col: the v0 matmul template on its img2col matmul (64x64 block
-    tile, 8 output channels x 8 pixels per thread, the reduction loop tiled by about 8 and the thread's
-    tile vectorized), with the pixel and reduction tiles moved to the nearest ones aligned to the
-    gather's index arithmetic (img2col_alignments), e.g. 56-pixel blocks of a 56-wide image and K steps
-    of 9 for a 3x3 kernel."""
+    """A conv's schedule through img2col: the v0 matmul template on its img2col matmul (blocks of 64
+    output channels, 8 channels x 8 pixels per thread and then 128 pixels per block, the reduction loop
+    tiled by about 8 and the thread's tile vectorized), with the pixel and reduction tiles moved to the
+    nearest ones aligned to the gather's index arithmetic (img2col_alignments), e.g. 112-pixel blocks of
+    a 56-wide image and K steps of 9 for a 3x3 kernel."""
     op = img2col_op(conv)
     schedule = default_op_schedule(op, "matmul")
     schedule.img2col = True
@@ -433,6 +436,7 @@ def img2col_schedule(conv: OpInfo) -> OpSchedule:
             continue
         if channels_tiled and thread and op.loop_ranges[d] % IMG2COL_PIXELS_PER_THREAD == 0:
             thread = schedule.thread_tile[d] = IMG2COL_PIXELS_PER_THREAD
+            schedule.block_tile[d] = schedule.block_tile[d] and IMG2COL_PIXELS_PER_BLOCK
         if thread and not img2col_aligned(thread, extents):
             thread = schedule.thread_tile[d] = max(t for t in range(1, thread + 1)
                                                    if thread % t == 0 and img2col_aligned(t, extents))
@@ -674,7 +678,9 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) ->
 
 # row pipelines of up to this many reductions become one row kernel in v0: softmax's two, 1.26x over a
 # kernel per reduction on the H200; layernorm's three (one in f64) 1.23x with 1024 threads per row of
-# 8192 (0.94x with 512; schedule_sweep_h200.md runs 5 and 7)
+# 8192 (0.94x with 512; schedule_sweep_h200.md runs 5 and 7). Their merges end in warp shuffles
+# (warp_merge) where no reduction is in f64: softmax 1.07x; layernorm, whose f64 partials take two
+# shuffles each, 0.83x (run 14)
 ROW_KERNEL_MAX_REDUCTIONS = 3
 
 
@@ -682,7 +688,7 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
                      max_reductions: int = ROW_KERNEL_MAX_REDUCTIONS) -> ScheduleParams:
     """A copy of `params` where each row pipeline (row_kernel_members) of at most `max_reductions`
     reductions is one kernel of row_kernel_threads(columns) threads per row, its ops losing their own
-    schedules."""
+    schedules; its merges end in warp shuffles unless a reduction is in f64."""
     new = ScheduleParams.from_dict(params.to_dict())
     taken: set[int] = set()
     for f in reversed(facts):
@@ -692,9 +698,11 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
             continue
         taken.update(members)
         columns = f.info.loop_ranges[1]
+        reductions = [facts[m].info for m in members if facts[m].info.iterator_types == ROW_LOOPS[1]]
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
         new.ops.append(OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0],
-                                  vectorize=True, row_kernel=row_kernel_threads(columns)))
+                                  vectorize=True, row_kernel=row_kernel_threads(columns),
+                                  warp_merge=all(r.dtype != "f64" for r in reductions)))
     new.ops.sort(key=lambda s: s.op_index)
     return new
 
