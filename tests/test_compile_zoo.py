@@ -113,15 +113,14 @@ def test_v0_is_operator_aware(compiled):
     assert {"conv", "pooling", "matmul"} <= set(cnn["kernel_families"])
 
 
-def test_linear_layers_read_their_weights_untransposed(compiled):
-    """The MLP's two nn.Linear layers: each matmul reads its weight (out, in) as the model holds it, in
-    the kernel that also adds the bias (and applies the ReLU), with no kernel of its own transposing it."""
+def test_f32_linear_layers_keep_their_weight_transposes(compiled):
+    """The MLP's two nn.Linear layers in f32 run on CUDA cores, whose threads read B's (k, n) rows
+    coalesced: each weight's transpose stays a kernel of its own (reading W's (n, k) rows in the
+    matmul was 1.46x slower on the H200), unlike a 16-bit matmul's (test_compile_tensor_core)."""
     _, job, result = compiled["mlp"]
     config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
-    assert result.kernel_families == ["matmul", "matmul"]
-    weights = [[arg.buffer for arg in launch.args if arg.buffer in ("arg1", "arg3")] for launch in config.launches]
-    assert weights == [["arg1"], ["arg3"]]
-    assert [b.shape for b in config.buffers if b.role == "temporary"] == [[256, 1024]], "the hidden layer only"
+    assert result.kernel_families == ["copy", "matmul", "copy", "matmul"]
+    assert sorted(b.shape for b in config.buffers if b.role == "temporary") == [[256, 1024], [512, 1024], [1024, 256]]
 
 
 def test_precision_mode_follows_the_model_dtype(compiled):

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from workers.jsonrecord import JsonRecord
 
 ANY = "!transform.any_op"
-# Steps every schedule starts with: a matmul whose right operand is a transposed tensor (nn.Linear's
-# weight) reads that tensor in its own layout instead, so no kernel transposes it (transpose_matmul
-# makes the operand a transpose of the transpose, which canonicalization folds away); tensor.pad
+# Steps every schedule starts with: a matmul on 16-bit operands whose right operand is a transposed
+# tensor (nn.Linear's weight) reads that tensor in its own layout instead, so no kernel transposes it
+# (transpose_matmul makes the operand a transpose of the transpose, which canonicalization folds away):
+# mma.sync takes B as (n, k) fragments, loaded by ldmatrix without .trans. A SIMT matmul keeps the
+# transpose: its threads read B's rows (k, n) coalesced, W's (n, k) rows were 1.46x slower for the MLP
+# on the H200 (benchmarks/results/perf_targets_h200.md run 10). tensor.pad
 # becomes a fill plus a linalg.copy into the padded buffer, so that the padding runs in a kernel
 # instead of a memref.copy on the host; unit dims of generic ops are folded away.
 PREPARE_STEPS = [
@@ -29,13 +32,22 @@ PREPARE_STEPS = [
     "transform.apply_patterns to %func { transform.apply_patterns.linalg.fold_unit_extent_dims_via_reshapes "
     f"transform.apply_patterns.canonicalization }} : {ANY}",
 ]
-# the matcher and the action of PREPARE_STEPS' foreach_match
+# the matcher (a linalg.matmul of 16-bit operands whose rhs a linalg.transpose makes) and the action of
+# PREPARE_STEPS' foreach_match
 PREPARE_SEQUENCES = [
     f"transform.named_sequence @__farm_matmul_of_transpose(%op: {ANY} {{transform.readonly}}) -> {ANY} {{",
     f'  transform.match.operation_name %op ["linalg.matmul"] : {ANY}',
     f"  %rhs = transform.get_producer_of_operand %op[1] : ({ANY}) -> {ANY}",
     f'  transform.match.operation_name %rhs ["linalg.transpose"] : {ANY}',
-    f"  transform.yield %op : {ANY}",
+    f"  %half = transform.match.structured failures(propagate) %op : ({ANY}) -> {ANY} {{",
+    f"  ^bb0(%matmul: {ANY}):",
+    f"    %b = transform.match.structured.input %matmul[1] : ({ANY}) -> !transform.any_value",
+    "    %bits = transform.match.structured.elemental_bitwidth %b : (!transform.any_value) -> !transform.param<i64>",
+    "    %sixteen = transform.param.constant 16 : i64 -> !transform.param<i64>",
+    "    transform.match.param.cmpi eq %bits, %sixteen : !transform.param<i64>",
+    f"    transform.match.structured.yield %matmul : {ANY}",
+    "  }",
+    f"  transform.yield %half : {ANY}",
     "}",
     f"transform.named_sequence @__farm_read_untransposed(%op: {ANY} {{transform.consumed}}) {{",
     f"  %transposed_rhs = transform.structured.transpose_matmul %op <rhs> : ({ANY}) -> {ANY}",
