@@ -13,7 +13,7 @@ import copy
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from celery.result import AsyncResult
 from kombu.exceptions import OperationalError
@@ -28,7 +28,7 @@ from orchestrator.state import StateStore
 from rules.records import AdviceRequest, IterationRecord
 from workers.atomic import write_text
 from workers.measure.report import write_skipped
-from workers.records import CompileResult, MeasureResult, ScheduleParams
+from workers.records import CompileResult, MeasureResult, OpSchedule, ScheduleParams
 
 log = logging.getLogger("orchestrator")
 
@@ -36,10 +36,16 @@ log = logging.getLogger("orchestrator")
 TRANSIENT = (OperationalError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
 
 
+# the knobs a schedule line names only where they differ from their defaults (row_kernel 1024, warp_merge)
+_OPTIONAL_KNOBS = [f for f in fields(OpSchedule)
+                   if f.name not in ("op_index", "family", "block_tile", "thread_tile", "reduction_tile", "tensor_core")]
+
+
 def params_summary(params: ScheduleParams) -> str:
     lines = [f"chip {params.chip}, precision {params.precision}, fuse_elementwise {params.fuse_elementwise}"]
     for s in params.ops:
-        extras = [n for n, on in (("vectorize", s.vectorize), ("promote_shared", s.promote_shared)) if on]
+        extras = [f.name if value is True else f"{f.name} {value}" for f in _OPTIONAL_KNOBS
+                  if (value := getattr(s, f.name)) != f.default]
         lines.append(f"op {s.op_index} ({s.family}): block_tile {s.block_tile}, thread_tile {s.thread_tile}, "
                      f"reduction_tile {s.reduction_tile}, tensor_core {s.tensor_core}"
                      + (f", {', '.join(extras)}" if extras else ""))

@@ -9,7 +9,7 @@ import math
 from typing import Callable
 
 from workers.records import (IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule,
-                             ScheduleEdit, default_split_factor, reduction_extents)
+                             ScheduleEdit, default_split_factor, img2col_aligned, reduction_extents)
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 
@@ -21,6 +21,9 @@ def _threads(block: list[int], thread: list[int], op: OpInfo) -> int:
 def _valid(block: list[int], thread: list[int], op: OpInfo) -> bool:
     for b, t, r in zip(block, thread, op.loop_ranges):
         if (b and r % b) or (t and (b or r) % t) or b < 0 or t < 0:
+            return False
+    for b, t, extents in zip(block, thread, op.tile_alignments):  # an img2col gather's index arithmetic
+        if not all(img2col_aligned(tile, extents) for tile in (b, t) if tile):
             return False
     return MIN_THREADS <= _threads(block, thread, op) <= MAX_THREADS and sum(1 for b in block if b) <= MAX_GRID_DIMS
 

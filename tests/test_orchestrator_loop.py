@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.loop import Driver
+from orchestrator.loop import Driver, params_summary
 from orchestrator.records import IterationState, JobState, TaskReport
 from orchestrator.reports import final_report
 from orchestrator.state import open_store
 from rules.records import Hypothesis
-from workers.records import CompileResult, MeasureResult, ScheduleEdit, ScheduleParams, Timing
+from workers.records import CompileResult, MeasureResult, OpSchedule, ScheduleEdit, ScheduleParams, Timing
 
 NO_OP = Hypothesis("vectorize", ScheduleEdit(0, "vectorize", True), "", "")
 
@@ -48,3 +48,16 @@ def test_a_version_with_new_kernels_or_an_unsettled_twin_is_measured(tmp_path, d
     """New kernels, or the kernels of a version whose measurement a timeout cut short."""
     job = _v1_compiled(tmp_path, digest, v0_status)
     assert job.iterations[1].stage == "measuring" and job.rejected == []
+
+
+def test_a_schedule_line_names_every_knob_away_from_its_default():
+    """hypothesis.txt of v0 shows the schedule it ran: the loop run on the H200 showed softmax's row
+    kernel as a plain reduction, its row_kernel and warp_merge left out."""
+    params = ScheduleParams(ops=[OpSchedule(5, "reduction", [1, 0], [0, 0], vectorize=True, row_kernel=1024,
+                                            warp_merge=True),
+                                 OpSchedule(6, "elementwise", [1, 0], [0, 4], fuse_producers=False)])
+    assert params_summary(params).splitlines()[1:] == [
+        "op 5 (reduction): block_tile [1, 0], thread_tile [0, 0], reduction_tile 0, tensor_core none, vectorize, "
+        "row_kernel 1024, warp_merge",
+        "op 6 (elementwise): block_tile [1, 0], thread_tile [0, 4], reduction_tile 0, tensor_core none, "
+        "fuse_producers False"]

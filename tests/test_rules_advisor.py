@@ -16,7 +16,7 @@ from rules.guide import load
 from rules.routing import GENERATORS, edit_for
 from rules.records import AdviceRequest, Hypothesis, IterationRecord
 from workers.measure.ncu import parse_csv
-from workers.records import (CompileResult, KernelMetrics, MeasureResult, ModelInfo, OpInfo, OpSchedule,
+from workers.records import (CompileResult, KernelMetrics, MeasureResult, ModelInfo, OpInfo, OpSchedule, img2col_op,
                              ScheduleEdit, ScheduleParams, Timing)
 
 DATA = Path(__file__).parent / "data" / "measure"
@@ -415,3 +415,18 @@ def test_a_kernel_storing_to_local_memory_gets_a_smaller_thread_tile():
     assert (d.bottleneck, d.hypothesis.family) == ("local_memory", "more_threads")
     assert d.hypothesis.edit == ScheduleEdit(0, "thread_tile", [0, 8, 2, 0])
     assert d.evidence[-1].metrics["local_store_bytes"] == kernels[2].spill_bytes > 0
+
+
+def test_edits_of_an_img2col_schedule_keep_its_tiles_aligned_to_the_gather():
+    """The H200 loop run (loop_h200.md, 2026-12-04) spent an iteration on register_tiling's thread tile
+    [0, 8, 16, 0] for the ResNet conv, which the schedule stage rejects: 16 pixels neither divide nor are
+    a multiple of the 56-wide rows that the gather takes its pixel index apart by. The routes now keep
+    every tile of an img2col matmul aligned: they double the channels instead."""
+    conv = OpInfo(0, "linalg.conv_2d_nchw_fchw", "conv", [32, 64, 56, 56, 64, 3, 3],
+                  ["parallel"] * 4 + ["reduction"] * 3, "f32")
+    v0 = OpSchedule(0, "matmul", [1, 0, 112, 0], [0, 8, 8, 0], reduction_tile=9, vectorize=True, img2col=True)
+    matmul = img2col_op(conv)
+    assert matmul.tile_alignments == [[], [], [56], [9, 3]]
+    assert edit_for("double_thread_tile", v0, matmul, True) == ScheduleEdit(0, "thread_tile", [0, 16, 8, 0])
+    unaligned = dataclasses.replace(matmul, tile_alignments=[])
+    assert edit_for("double_thread_tile", v0, unaligned, True) == ScheduleEdit(0, "thread_tile", [0, 8, 16, 0])

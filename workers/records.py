@@ -49,6 +49,9 @@ class OpInfo(JsonRecord):
     iterator_types: list[str]  # "parallel" / "reduction" per loop dimension
     dtype: str  # element type of the first result, e.g. "f32"
     flops: int = 0  # rough arithmetic count, for reports
+    # per loop, the extents a tile of it must divide or be a multiple of (img2col_op: the gather takes
+    # the loop's index apart by them); empty: tiles only divide the loop
+    tile_alignments: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -138,15 +141,15 @@ def img2col_op(op: OpInfo) -> OpInfo:
     """The matmul-like op that structured.convert_conv2d_to_img2col makes of a 2-D conv (the loops an
     img2col schedule's tiles address): (n, f, oh*ow, c*kh*kw) for nchw_fchw, (n, oh*ow, f, kh*kw*c)
     for the nhwc forms. ValueError for any other op."""
-    if op.name not in IMG2COL_CONVS or len(op.loop_ranges) != 7:
-        raise ValueError(f"img2col applies to {', '.join(IMG2COL_CONVS)}, not {op.name}")
+    alignments = img2col_alignments(op)
     r = op.loop_ranges
     if op.name == "linalg.conv_2d_nchw_fchw":  # (n, f, oh, ow, c, kh, kw)
         ranges = [r[0], r[1], r[2] * r[3], r[4] * r[5] * r[6]]
     else:  # (n, oh, ow, f, kh, kw, c)
         ranges = [r[0], r[1] * r[2], r[3], r[4] * r[5] * r[6]]
     return OpInfo(index=op.index, name="linalg.generic", family="matmul", loop_ranges=ranges,
-                  iterator_types=["parallel", "parallel", "parallel", "reduction"], dtype=op.dtype, flops=op.flops)
+                  iterator_types=["parallel", "parallel", "parallel", "reduction"], dtype=op.dtype, flops=op.flops,
+                  tile_alignments=[alignments.get(d, []) for d in range(len(ranges))])
 
 
 def img2col_alignments(op: OpInfo) -> dict[int, list[int]]:
@@ -155,7 +158,8 @@ def img2col_alignments(op: OpInfo) -> dict[int, list[int]]:
     (c*kh + i)*kw + j) or kw*c and c (nhwc: k = (i*kw + j)*c + c'). Tiling maps such an index right only
     where each tile divides, or is a multiple of, every one of these extents: an unaligned tile splits
     its slice of the input at the wrong place (wrong results on the GPU, nothing wrong in the IR)."""
-    img2col_op(op)  # ValueError for any other op
+    if op.name not in IMG2COL_CONVS or len(op.loop_ranges) != 7:
+        raise ValueError(f"img2col applies to {', '.join(IMG2COL_CONVS)}, not {op.name}")
     r = op.loop_ranges
     if op.name == "linalg.conv_2d_nchw_fchw":  # (n, f, oh, ow, c, kh, kw)
         return {2: [r[3]], 3: [r[5] * r[6], r[6]]}
