@@ -136,6 +136,22 @@ def test_a_linear_layer_reads_its_weight_untransposed_on_tensor_cores(tmp_path):
     assert "ldmatrix.sync.aligned" in ptx and ".trans" not in ptx
 
 
+def test_a_linear_layer_with_a_bias_is_one_tensor_core_kernel(tmp_path):
+    """With a bias, torch's addmm extends x and W^T to f32 in elementwise ops and multiplies those (a
+    SIMT f32 matmul plus two extension kernels): the matmul takes the f16 tensors instead (it extends
+    them itself, the same arithmetic), the transpose folds away, and the bias is the epilogue of one
+    mma.sync kernel that reads x, W and b as the model holds them."""
+    job = tmp_path / "linear_bias_f16"
+    lower_model(str(Path(__file__).parent / "data" / "zoo" / "linear_bias_f16.py"), str(job))
+    assert "arith.extf" in (job / "model_linalg.mlir").read_text()
+    result = compile_iteration(str(job), 0, initial_params(str(job)))
+    assert result.ok, result.error
+    (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
+    assert [arg.buffer for arg in launch.args][:3] == ["arg0", "arg1", "arg2"]
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and ".trans" not in ptx
+
+
 def test_f16_matmul_runs_on_tensor_cores(jobs):
     job = jobs / "matmul_f16"
     result = compile_iteration(str(job), 0, mma_params(job))

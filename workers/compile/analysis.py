@@ -71,11 +71,20 @@ def _prepare_module() -> str:
     return "\n".join([*transform_module_head("readonly"), "    transform.yield", "  }", "}"])
 
 
+def prepared_payload(payload_text: str, pre_pipeline: str) -> ir.Module:
+    """model_linalg.mlir as the schedule takes it: after the pre-schedule pipeline, matmuls of extended
+    operands narrowed (mlir.narrow_matmul_operands). In the caller's context."""
+    module = mlir.parse(payload_text, "model_linalg.mlir")
+    mlir.run_pipeline(module, pre_pipeline)
+    mlir.narrow_matmul_operands(module)
+    return module
+
+
 def analyze(payload_text: str, pre_pipeline: str) -> list[LinalgOpFacts]:
-    """Run the pre-schedule pipeline on the payload and describe each top-level linalg op."""
+    """Prepare the payload (prepared_payload and the schedule's preparation steps) and describe each
+    top-level linalg op."""
     with mlir.context():
-        named = mlir.parse(payload_text, "model_linalg.mlir")
-        mlir.run_pipeline(named, pre_pipeline)
+        named = prepared_payload(payload_text, pre_pipeline)
         mlir.apply_transform(named, mlir.parse(_prepare_module(), "the preparation steps"))
         generic = ir.Module.parse(str(named))
         mlir.run_pipeline(generic, "builtin.module(linalg-generalize-named-ops)")

@@ -9,7 +9,7 @@ import time
 
 from workers.atomic import write_bytes, write_text
 from workers.compile import mlir
-from workers.compile.analysis import analyze
+from workers.compile.analysis import analyze, prepared_payload
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import ScheduleError, emit_transform, initial_params_for
@@ -81,8 +81,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
 
     with mlir.context():
         result.stage = "transform"
-        module = mlir.parse(payload_text, "model_linalg.mlir")
-        mlir.run_pipeline(module, pipeline.pre_schedule)
+        module = prepared_payload(payload_text, pipeline.pre_schedule)
         schedule = mlir.parse(transform_text, "transform.mlir")
         mlir.apply_transform(module, schedule)
         mlir.run_pipeline(module, pipeline.post_schedule)

@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401  (re-exported)
 from numba_cuda_mlir._mlir.dialects import arith as arith_dialect
 from numba_cuda_mlir._mlir.dialects import gpu as gpu_dialect
+from numba_cuda_mlir._mlir.dialects import linalg as linalg_dialect
 from numba_cuda_mlir._mlir.dialects import memref as memref_dialect
 from numba_cuda_mlir._mlir.dialects import nvgpu as nvgpu_dialect
 from numba_cuda_mlir._mlir.dialects import vector as vector_dialect
@@ -188,6 +189,40 @@ def restore_bf16_tiles(kernel) -> None:
             else:
                 raise MlirError(f"a bf16 tile typed f16 for the tensor-core conversion is accessed by {op.name}, "
                                 "which restore_bf16_tiles cannot type back")
+
+
+def _extended(value) -> ir.Value | None:
+    """The tensor `value` extends elementwise (a linalg.generic of identity maps whose body is one
+    arith.extf), else None."""
+    op = getattr(value.owner, "operation", None)
+    if op is None or op.name != "linalg.generic" or len(op.operands) != 2:
+        return None
+    if [o.operation.name for o in op.regions[0].blocks[0].operations] != ["arith.extf", "linalg.yield"]:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    return op.operands[0] if all(m == ir.AffineMap.get_identity(m.n_dims) for m in maps) else None
+
+
+MATMUL_MAPS = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
+
+
+def narrow_matmul_operands(module: ir.Module) -> None:
+    """A linalg.matmul of two tensors of one narrow float type extended by elementwise ops (torch's
+    addmm of an f16 nn.Linear with a bias extends x and W^T to f32) multiplies the narrow tensors
+    instead: linalg.matmul extends its operands to the accumulator's type itself (the same arithmetic),
+    and tensor cores take 16-bit operands. The extensions, left without uses, go at the next cleanup."""
+    for op in list(main_func(module).regions[0].blocks[0].operations):
+        if op.operation.name != "linalg.matmul" or [str(ir.AffineMapAttr(a).value) for a in
+                                                    ir.ArrayAttr(op.operation.attributes["indexing_maps"])] != MATMUL_MAPS:
+            continue  # the rebuilt matmul has the plain maps
+        a, b, init = op.operation.operands
+        narrow = [_extended(a), _extended(b)]
+        if any(v is None for v in narrow) or narrow[0].type.element_type != narrow[1].type.element_type:
+            continue
+        with ir.InsertionPoint(op), op.location:
+            narrowed = linalg_dialect.matmul(*narrow, outs=[init])
+        op.operation.results[0].replace_all_uses_with(narrowed)
+        op.operation.erase()
 
 
 def main_func(module: ir.Module):
