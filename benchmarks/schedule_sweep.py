@@ -109,6 +109,7 @@ SWEEPS = {
     "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),
     "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),
     "linear_f16": Sweep(ZOO / "linear_f16.py", MMA_VARIANTS[:2]),
+    "linear_bias_f16": Sweep(ZOO / "linear_bias_f16.py", MMA_VARIANTS[:1]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
     "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS),
     "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", BF16_VARIANTS),

@@ -119,37 +119,28 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     assert (launch.grid, launch.block) == ([16, 32, 1], [256, 1, 1])
 
 
-def test_a_linear_layer_reads_its_weight_untransposed_on_tensor_cores(tmp_path):
+@pytest.mark.parametrize("model, lowered_with, reads", [("linear_f16", "linalg.transpose", ["arg0", "arg1"]),
+                                                          ("linear_bias_f16", "arith.extf", ["arg0", "arg1", "arg2"])])
+def test_a_linear_layer_is_one_tensor_core_kernel_reading_its_weight_untransposed(tmp_path, model, lowered_with,
+                                                                                   reads):
     """nn.Linear computes x @ W^T: torch-mlir transposes W (out, in) into a tensor of its own. The
     preparation steps fold that transpose into the matmul (which then reads W as (n, k)): one kernel,
-    and its B fragments come from rows of W in shared memory by ldmatrix without .trans (a @ b's
-    (k, n) rows need .trans). Before the fold the transposed operand failed in the lowering."""
-    job = tmp_path / "linear_f16"
-    lower_model(str(Path(__file__).parent / "data" / "zoo" / "linear_f16.py"), str(job))
-    assert "linalg.transpose" in (job / "model_linalg.mlir").read_text()
+    whose B fragments come from rows of W in shared memory by ldmatrix without .trans (a @ b's (k, n)
+    rows need .trans); before the fold the transposed operand failed in the lowering. With a bias,
+    torch's addmm extends x and W^T to f32 in elementwise ops and multiplies those (a SIMT f32 matmul
+    plus two extension kernels): the matmul takes the f16 tensors instead (it extends them itself, the
+    same arithmetic), and the bias is the kernel's epilogue. The kernel reads x, W (and b) as the model
+    holds them."""
+    job = tmp_path / model
+    lower_model(str(Path(__file__).parent / "data" / "zoo" / f"{model}.py"), str(job))
+    assert lowered_with in (job / "model_linalg.mlir").read_text()
     result = compile_iteration(str(job), 0, initial_params(str(job)))
     assert result.ok, result.error
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
-    assert [arg.buffer for arg in launch.args][:2] == ["arg0", "arg1"], "x and W as the model holds them"
+    assert [arg.buffer for arg in launch.args][:len(reads)] == reads
     ptx = (job / "v0" / "kernels.ptx").read_text()
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
     assert "ldmatrix.sync.aligned" in ptx and ".trans" not in ptx
-
-
-def test_a_linear_layer_with_a_bias_is_one_tensor_core_kernel(tmp_path):
-    """With a bias, torch's addmm extends x and W^T to f32 in elementwise ops and multiplies those (a
-    SIMT f32 matmul plus two extension kernels): the matmul takes the f16 tensors instead (it extends
-    them itself, the same arithmetic), the transpose folds away, and the bias is the epilogue of one
-    mma.sync kernel that reads x, W and b as the model holds them."""
-    job = tmp_path / "linear_bias_f16"
-    lower_model(str(Path(__file__).parent / "data" / "zoo" / "linear_bias_f16.py"), str(job))
-    assert "arith.extf" in (job / "model_linalg.mlir").read_text()
-    result = compile_iteration(str(job), 0, initial_params(str(job)))
-    assert result.ok, result.error
-    (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
-    assert [arg.buffer for arg in launch.args][:3] == ["arg0", "arg1", "arg2"]
-    ptx = (job / "v0" / "kernels.ptx").read_text()
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and ".trans" not in ptx
 
 
 def test_f16_matmul_runs_on_tensor_cores(jobs):

@@ -192,8 +192,8 @@ def restore_bf16_tiles(kernel) -> None:
 
 
 def _extended(value) -> ir.Value | None:
-    """The tensor `value` extends elementwise (a linalg.generic of identity maps whose body is one
-    arith.extf), else None."""
+    """The tensor that `value` extends elementwise (by a linalg.generic of identity maps whose body is
+    one arith.extf), else None."""
     op = getattr(value.owner, "operation", None)
     if op is None or op.name != "linalg.generic" or len(op.operands) != 2:
         return None
@@ -203,7 +203,7 @@ def _extended(value) -> ir.Value | None:
     return op.operands[0] if all(m == ir.AffineMap.get_identity(m.n_dims) for m in maps) else None
 
 
-MATMUL_MAPS = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
+PLAIN_MATMUL_MAPS = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
 
 
 def narrow_matmul_operands(module: ir.Module) -> None:
@@ -212,9 +212,11 @@ def narrow_matmul_operands(module: ir.Module) -> None:
     instead: linalg.matmul extends its operands to the accumulator's type itself (the same arithmetic),
     and tensor cores take 16-bit operands. The extensions, left without uses, go at the next cleanup."""
     for op in list(main_func(module).regions[0].blocks[0].operations):
-        if op.operation.name != "linalg.matmul" or [str(ir.AffineMapAttr(a).value) for a in
-                                                    ir.ArrayAttr(op.operation.attributes["indexing_maps"])] != MATMUL_MAPS:
-            continue  # the rebuilt matmul has the plain maps
+        if op.operation.name != "linalg.matmul":
+            continue
+        maps = [str(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
+        if maps != PLAIN_MATMUL_MAPS:
+            continue  # the rebuilt matmul would have the plain ones
         a, b, init = op.operation.operands
         narrow = [_extended(a), _extended(b)]
         if any(v is None for v in narrow) or narrow[0].type.element_type != narrow[1].type.element_type:

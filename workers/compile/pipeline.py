@@ -13,12 +13,12 @@ from workers.jsonrecord import JsonRecord
 ANY = "!transform.any_op"
 # Steps every schedule starts with: a matmul on 16-bit operands whose right operand is a transposed
 # tensor (nn.Linear's weight) reads that tensor in its own layout instead, so no kernel transposes it
-# (transpose_matmul makes the operand a transpose of the transpose, which canonicalization folds away):
+# (transpose_matmul makes the operand a transpose of the transpose, which canonicalization folds away);
 # mma.sync takes B as (n, k) fragments, loaded by ldmatrix without .trans. A SIMT matmul keeps the
-# transpose: its threads read B's rows (k, n) coalesced, W's (n, k) rows were 1.46x slower for the MLP
-# on the H200 (benchmarks/results/perf_targets_h200.md run 10). tensor.pad
-# becomes a fill plus a linalg.copy into the padded buffer, so that the padding runs in a kernel
-# instead of a memref.copy on the host; unit dims of generic ops are folded away.
+# transpose: its threads read B's (k, n) rows coalesced, W's (n, k) rows made the MLP 1.46x slower on
+# the H200 (benchmarks/results/perf_targets_h200.md run 10). tensor.pad becomes a fill plus a
+# linalg.copy into the padded buffer, so that the padding runs in a kernel instead of a memref.copy on
+# the host; unit dims of generic ops are folded away.
 PREPARE_STEPS = [
     f'%funcs = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}',
     f"%func = transform.foreach_match in %funcs @__farm_matmul_of_transpose -> @__farm_read_untransposed "

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
-from workers.compile.pipeline import transform_module_head
+from workers.compile.pipeline import ANY, transform_module_head
 from workers.compile.tensor_core import (PIPELINE_SEQUENCE, MmaPlan, emit_mma_contracts, emit_mma_group,
                                         emit_multibuffers, emit_pipelined_k_loop, emit_shared_accumulator,
                                         emit_staged_copies, emit_staged_tiles, plan_mma)
@@ -745,7 +745,6 @@ def _ints(xs: list[int]) -> str:
     return "[" + ", ".join(str(x) for x in xs) + "]"
 
 
-ANY = "!transform.any_op"
 HOIST = "    transform.loop.hoist_loop_invariant_subsets"
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from workers.compile.pipeline import ANY
 from workers.records import ELEMENT_BYTES, OpSchedule
 
 # mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
@@ -43,7 +44,6 @@ MAX_SHARED_BYTES = 227 * 1024
 ACCUMULATOR_BYTES = {"f32": 4, "f16": 2}
 EPILOGUE_VECTOR = 4  # accumulator elements per epilogue vector
 
-ANY = "!transform.any_op"
 LINEAR_THREADS = "#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>"
 LINEAR_WARPS = "#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>"
 
