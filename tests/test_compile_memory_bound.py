@@ -27,6 +27,7 @@ MODELS = {
     "softmax": ROOT / "tests" / "data" / "zoo" / "softmax.py",
     "reduce_mean": ROOT / "tests" / "data" / "zoo" / "reduce_mean.py",
     "elementwise_chain": ROOT / "tests" / "data" / "zoo" / "elementwise_chain.py",
+    "rownorm_f64": ROOT / "tests" / "data" / "models" / "rownorm_f64.py",
 }
 H200_SMS = 132
 
@@ -60,9 +61,9 @@ def split_compiled(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def row_compiled(tmp_path_factory):
-    """v0 with row pipelines (softmax, layernorm) in one kernel each."""
+    """v0 with row pipelines (softmax, layernorm, an f64 row norm) in one kernel each."""
     return _compile_all(tmp_path_factory.mktemp("memory_bound_rows"),
-                        ["softmax_large", "layernorm_large", "softmax", "reduce_sum_large"], "rows")
+                        ["softmax_large", "layernorm_large", "softmax", "reduce_sum_large", "rownorm_f64"], "rows")
 
 
 def kernels_of(ptx: str) -> dict[str, str]:
@@ -185,7 +186,7 @@ def shared_bytes(body: str) -> int:
     return sum(int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", body))
 
 
-@pytest.mark.parametrize("name, kernels", [("softmax_large", 3), ("layernorm_large", 4), ("reduce_sum_large", 1),
+@pytest.mark.parametrize("name, kernels", [("softmax_large", 3), ("layernorm_large", 3), ("reduce_sum_large", 1),
                                            ("softmax", 3)])
 def test_block_reductions_are_one_kernel_each_with_fused_producers(compiled, name, kernels):
     result, config, bodies, params = compiled[name]
@@ -250,18 +251,18 @@ def test_splits_whose_loops_fit_one_tile_compile(tmp_path, split, reduction_tile
 
 
 @pytest.mark.parametrize("name, rows, threads, reductions, inputs, barriers",
-                         [("softmax_large", 8192, 1024, 2, 1, 2), ("layernorm_large", 8192, 1024, 3, 3, 3),
-                          ("softmax", 512, 512, 2, 1, 2)])
+                         [("softmax_large", 8192, 1024, 2, 1, 2), ("layernorm_large", 8192, 1024, 2, 3, 2),
+                          ("softmax", 512, 512, 2, 1, 2), ("rownorm_f64", 1024, 1024, 1, 1, 3)])
 def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, rows, threads, reductions, inputs,
                                                          barriers):
     """One launch, one block of `threads` per row; each reduction's partials and result in shared memory,
     none in per-thread memory (.local: a result merged by one thread and read by all would be wrong
     there); per reduction `barriers`: after the partial pass and after each of the merge's two steps (a
-    warp, then one thread), or, where the merges end in warp shuffles (no f64 reduction: softmax), after
-    the partials and after the merging warp's result; one after the output pass; the inputs (x;
-    layernorm's weight and bias too) read once,
-    however many passes read them (mlir.reuse_global_reads), and the output written once, in 128-bit
-    loads and stores (8 columns per thread); no temporary the size of the input."""
+    warp, then one thread: rownorm_f64, whose sum is in f64), or, where the merges end in warp shuffles
+    (no f64 reduction), after the partials and after the merging warp's result; one after the output
+    pass; the inputs (x; layernorm's weight and bias too) read once, however many passes read them
+    (mlir.reuse_global_reads), and the output written once, in 128-bit loads and stores (8 columns per
+    thread); no temporary the size of the input."""
     result, config, bodies, params = row_compiled[name]
     ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
     assert schedule.row_kernel == threads and result.kernel_count == 1
@@ -351,16 +352,16 @@ def test_global_reads_are_reused_only_across_shared_memory_writes():
 
 
 @pytest.mark.parametrize("name, reductions, threads, merges, shuffles", [
-    ("softmax_large", "rows", 1024, 2, 2 * (5 + 5)), ("layernorm_large", "rows", 1024, 3, 10 + 2 * 2 * 10),
-    ("reduce_sum_large", "block", 512, 1, 4 + 5)])
+    ("softmax_large", "rows", 1024, 2, 2 * (5 + 5)), ("layernorm_large", "rows", 1024, 2, 2 * (5 + 5)),
+    ("rownorm_f64", "rows", 1024, 1, 2 * (5 + 5)), ("reduce_sum_large", "block", 512, 1, 4 + 5)])
 def test_warp_merge_ends_each_merge_in_shuffles_one_barrier_earlier(tmp_path, name, reductions, threads, merges,
                                                                     shuffles):
     """warp_merge: each group of lanes whose partials one lane of the merging warp reduces (32 of 1024
     threads' partials, 16 of 512) combines them by butterfly shuffles before storing them (5 or 4), and
     that warp combines its 32 values by 5 more and writes the result itself, instead of one thread adding
     them up after another barrier: one bar.sync less per reduction (an f64 value takes two shuffles:
-    layernorm's second and third reductions), the rest of the kernel as it was. On a kernel without a
-    block reduction it is refused."""
+    rownorm_f64's sum), the rest of the kernel as it was. On a kernel without a block reduction it is
+    refused."""
     job = tmp_path / name
     lower_model(str(MODELS[name]), str(job))
     facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)

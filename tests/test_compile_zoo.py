@@ -15,7 +15,7 @@ import torch
 
 from workers.compile import compile_iteration, initial_params
 from workers.layout import COMPILE_RESULT_FILE
-from workers.frontend import FrontendError, lower_model
+from workers.frontend import FrontendError, lower_model, var_mean_decomposition
 from workers.model_loader import load_model
 from workers.records import LaunchConfig
 
@@ -121,6 +121,23 @@ def test_f32_linear_layers_keep_their_weight_transposes(compiled):
     config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
     assert result.kernel_families == ["copy", "matmul", "copy", "matmul"]
     assert sorted(b.shape for b in config.buffers if b.role == "temporary") == [[256, 1024], [512, 1024], [1024, 256]]
+
+
+@pytest.mark.parametrize("dim, correction, keepdim", [([1], None, True), ([1], 0, False), ([0, 1], 1, False),
+                                                     ([-1], 1, True), (None, None, False)])
+def test_var_mean_is_lowered_in_the_input_precision_as_pytorch_computes_it(compiled, dim, correction, keepdim):
+    """torch-mlir's own var_mean decomposition sums in f64: LayerNorm's row kernel reduced in f64 and
+    took the mean a second time in f32. The frontend's own (var_mean_decomposition: the mean, then the
+    squared deviations from it, in f32) gives PyTorch's results, and LayerNorm lowers with f32
+    reductions only."""
+    x = torch.randn(64, 512, dtype=torch.float32) * 3 + 1
+    var, mean = var_mean_decomposition(x, dim, correction=correction, keepdim=keepdim)
+    ref_var, ref_mean = torch.var_mean(x, dim, correction=correction, keepdim=keepdim)
+    assert var.dtype == mean.dtype == torch.float32 and var.shape == ref_var.shape and mean.shape == ref_mean.shape
+    torch.testing.assert_close(var, ref_var, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(mean, ref_mean, rtol=1e-5, atol=1e-6)
+    ir = (compiled["layernorm"][1] / "model_linalg.mlir").read_text()
+    assert "tensor<" in ir and "xf64>" not in ir
 
 
 def test_precision_mode_follows_the_model_dtype(compiled):

@@ -66,6 +66,26 @@ def _strip_asserts(module) -> None:
         op.erase()
 
 
+def var_mean_decomposition(x: torch.Tensor, dim=None, *, correction=None, keepdim: bool = False):
+    """aten.var_mean in the input's own precision, in two passes (the mean, then the squared
+    deviations from it), as PyTorch computes it: torch-mlir's own decomposition sums in f64, which made
+    nn.LayerNorm's row kernel reduce in f64 and compute the mean a second time in f32."""
+    dims = list(range(x.dim())) if dim is None else [d % x.dim() for d in dim]
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    mean = torch.mean(x, dims, keepdim=True)
+    deviation = x - mean
+    var = torch.sum(deviation * deviation, dims, keepdim=keepdim) / (count - (1 if correction is None else correction))
+    return var, mean if keepdim else torch.squeeze(mean, dims)
+
+
+def _decompositions() -> dict:
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition}
+
+
 def export_linalg(model: nn.Module, inputs: list[torch.Tensor]) -> tuple[str, list[str], list[list[int]]]:
     """(IR text, lifted state names, output shapes)."""
     from torch_mlir import fx
@@ -76,7 +96,8 @@ def export_linalg(model: nn.Module, inputs: list[torch.Tensor]) -> tuple[str, li
     lifted = _Lifted(model, names, len(inputs))
     with torch.no_grad():
         module = fx.export_and_import(lifted, *inputs, *[state[n].detach() for n in names],
-                                      output_type=OutputType.LINALG_ON_TENSORS, func_name="forward")
+                                      output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
+                                      decomposition_table=_decompositions())
     _strip_asserts(module)
     func = module.body.operations[0]
     outputs = [list(t.shape) for t in func.type.results]

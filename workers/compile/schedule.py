@@ -677,10 +677,11 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) ->
 
 
 # row pipelines of up to this many reductions become one row kernel in v0: softmax's two, 1.26x over a
-# kernel per reduction on the H200; layernorm's three (one in f64) 1.23x with 1024 threads per row of
-# 8192 (0.94x with 512; schedule_sweep_h200.md runs 5 and 7). Their merges end in warp shuffles
-# (warp_merge) where no reduction is in f64: softmax 1.07x; layernorm, whose f64 partials take two
-# shuffles each, 0.83x (run 14)
+# kernel per reduction on the H200; layernorm's three of torch-mlir's decomposition (two in f64; two in
+# f32 since the frontend's var_mean) 1.23x with 1024 threads per row of 8192 (0.94x with 512;
+# schedule_sweep_h200.md runs 5 and 7). Their merges end in warp shuffles (warp_merge) where no
+# reduction is in f64: softmax 1.07x; layernorm with its f64 sums, whose partials take two shuffles
+# each, 0.83x (run 14)
 ROW_KERNEL_MAX_REDUCTIONS = 3
 
 
