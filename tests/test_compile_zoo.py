@@ -124,7 +124,7 @@ def test_f32_linear_layers_keep_their_weight_transposes(compiled):
 
 
 @pytest.mark.parametrize("dim, correction, keepdim", [([1], None, True), ([1], 0, False), ([0, 1], 1, False),
-                                                     ([-1], 1, True), (None, None, False)])
+                                                     ([-1], 1, True), (None, None, False), ([], 1, False)])
 def test_var_mean_is_lowered_in_the_input_precision_as_pytorch_computes_it(compiled, dim, correction, keepdim):
     """torch-mlir's own var_mean decomposition sums in f64: LayerNorm's row kernel reduced in f64 and
     took the mean a second time in f32. The frontend's own (var_mean_decomposition: the mean, then the

@@ -7,6 +7,7 @@ the same seed. torch-mlir's bundled MLIR is used only here, and the IR is handed
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import sys
@@ -70,10 +71,8 @@ def var_mean_decomposition(x: torch.Tensor, dim=None, *, correction=None, keepdi
     """aten.var_mean in the input's own precision, in two passes (the mean, then the squared
     deviations from it), as PyTorch computes it: torch-mlir's own decomposition sums in f64, which made
     nn.LayerNorm's row kernel reduce in f64 and compute the mean a second time in f32."""
-    dims = list(range(x.dim())) if dim is None else [d % x.dim() for d in dim]
-    count = 1
-    for d in dims:
-        count *= x.shape[d]
+    dims = [d % x.dim() for d in dim] if dim else list(range(x.dim()))  # None or []: every dim
+    count = math.prod(x.shape[d] for d in dims)
     mean = torch.mean(x, dims, keepdim=True)
     deviation = x - mean
     var = torch.sum(deviation * deviation, dims, keepdim=keepdim) / (count - (1 if correction is None else correction))
