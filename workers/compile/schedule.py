@@ -43,7 +43,7 @@ from workers.compile.tensor_core import (PIPELINE_SEQUENCE, MmaPlan, emit_mma_co
                                         emit_staged_copies, emit_staged_tiles, plan_mma)
 from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE,
                              OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor, img2col_aligned,
-                             img2col_alignments, img2col_op as records_img2col_op, reduction_extents)
+                             img2col_op as records_img2col_op, reduction_extents)
 
 MAX_THREADS = 1024
 TARGET_THREADS = 256
@@ -415,12 +415,12 @@ def img2col_schedule(conv: OpInfo) -> OpSchedule:
     """A conv's schedule through img2col: the v0 matmul template on its img2col matmul (blocks of 64
     output channels, 8 channels x 8 pixels per thread and then 128 pixels per block, the reduction loop
     tiled by about 8 and the thread's tile vectorized), with the pixel and reduction tiles moved to the
-    nearest ones aligned to the gather's index arithmetic (img2col_alignments), e.g. 112-pixel blocks of
+    nearest ones aligned to the gather's index arithmetic (OpInfo.tile_alignments), e.g. 112-pixel blocks of
     a 56-wide image and K steps of 9 for a 3x3 kernel."""
     op = img2col_op(conv)
     schedule = default_op_schedule(op, "matmul")
     schedule.img2col = True
-    alignments = img2col_alignments(conv)
+    alignments = {d: extents for d, extents in enumerate(op.tile_alignments) if extents}
     channel = next(d for d in range(1, len(op.loop_ranges))
                    if op.iterator_types[d] == "parallel" and d not in alignments)
     channels_tiled = schedule.thread_tile[channel] and \
@@ -536,7 +536,7 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
         members = []
         if schedule.vectorize and not schedule.reduction_tile:
             raise ScheduleError(f"op {op.index}: vectorizing an img2col matmul needs a reduction_tile")
-        _check_img2col_alignment(schedule, op, facts[g.anchor].info)
+        _check_img2col_alignment(schedule, op)
     n = len(op.loop_ranges)
     if len(schedule.block_tile) != n or len(schedule.thread_tile) != n:
         raise ScheduleError(f"op {op.index}: tiles must have {n} entries (one per loop)")
@@ -571,15 +571,15 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     return _block_dims(schedule, op)
 
 
-def _check_img2col_alignment(schedule: OpSchedule, op: OpInfo, conv: OpInfo) -> None:
-    """op: the img2col matmul of `conv`."""
-    for d, extents in img2col_alignments(conv).items():
+def _check_img2col_alignment(schedule: OpSchedule, op: OpInfo) -> None:
+    """op: the img2col matmul of a conv (img2col_op), its tile_alignments the gather's."""
+    for d, extents in enumerate(op.tile_alignments):
         is_reduction = op.iterator_types[d] == "reduction"
         tiles = [schedule.reduction_tile] if is_reduction else [schedule.block_tile[d], schedule.thread_tile[d]]
         for tile in filter(None, tiles):
             if not img2col_aligned(tile, extents):
                 what = "reduction_tile" if is_reduction else f"tile {tile} of loop {d}"
-                raise ScheduleError(f"op {conv.index}: img2col: the {what} must divide or be a multiple of "
+                raise ScheduleError(f"op {op.index}: img2col: the {what} must divide or be a multiple of "
                                     f"each of {extents}: the gather takes that loop's index apart by them, and "
                                     "an unaligned tile reads the wrong input elements")
 
@@ -677,8 +677,8 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) ->
 
 
 # row pipelines of up to this many reductions become one row kernel in v0: softmax's two, 1.26x over a
-# kernel per reduction on the H200; layernorm's three of torch-mlir's decomposition (two in f64; two in
-# f32 since the frontend's var_mean) 1.23x with 1024 threads per row of 8192 (0.94x with 512;
+# kernel per reduction on the H200; layernorm's (three as torch-mlir decomposed it, two of them in f64;
+# two in f32 since the frontend's var_mean) 1.23x with 1024 threads per row of 8192 (0.94x with 512;
 # schedule_sweep_h200.md runs 5 and 7). Their merges end in warp shuffles (warp_merge) where no
 # reduction is in f64: softmax 1.07x; layernorm with its f64 sums, whose partials take two shuffles
 # each, 0.83x (run 14)
