@@ -63,18 +63,14 @@ BF16_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
 ]
-# small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of 32x32 and 16x32
-# outputs, 2x2 per thread, to give the grid at least as many blocks as SMs
+# small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of one warp, 16x8
+# outputs of 2x2 per thread, where 64x64 blocks would not fill the GPU (1.47x over 32x32 and 16x32 blocks,
+# run 15; split-K 4 and 8 lost in runs 14-15)
 SMALL_MATMUL_VARIANTS = [
-    Variant("64x64 blocks, 4x4 per thread", "matmul", {"block_tile": [64, 64], "thread_tile": [4, 4]}),
-    Variant("16x32 blocks, 2x2 per thread", "matmul", {"block_tile": [16, 32], "thread_tile": [2, 2]}),
-    # 512 blocks of one warp for the 256x256 outputs: the loop's best edit of the MLP whose weights were
-    # read untransposed (1.16x, loop_h200.md 2026-12-04); not yet run on the v0 with transpose kernels
-    Variant("16x8 blocks, 2x2 per thread", "matmul", {"block_tile": [16, 8], "thread_tile": [2, 2]}),
-    # K split in partial sums (a kernel of their own) merged in the matmul's kernel: more threads for the
-    # long K loops (512 and 1024) of grids under one wave
-    Variant("split-K 4", "matmul", {"split_reduction": 4, "reduction_tile": 4}),
-    Variant("split-K 8", "matmul", {"split_reduction": 8, "reduction_tile": 8}),
+    Variant("32x32 blocks, 2x2 per thread", "matmul", {"block_tile": [32, 32], "thread_tile": [2, 2]}),
+    Variant("32x8 blocks, 2x2 per thread", "matmul", {"block_tile": [32, 8], "thread_tile": [2, 2]}),
+    Variant("16x8 blocks, 2x2 per thread, K16", "matmul", {"reduction_tile": 16}),
+    Variant("16x16 blocks, 4x2 per thread", "matmul", {"block_tile": [16, 16], "thread_tile": [4, 2]}),
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
                       for n in (128, 256, 512, 1024)] + \

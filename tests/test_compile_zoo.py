@@ -123,6 +123,15 @@ def test_f32_linear_layers_keep_their_weight_transposes(compiled):
     assert sorted(b.shape for b in config.buffers if b.role == "temporary") == [[256, 1024], [512, 1024], [1024, 256]]
 
 
+def test_small_simt_matmul_grids_take_blocks_of_one_warp(compiled):
+    """The MLP's matmuls (256x1024 and 256x256 outputs) make 64 and 16 blocks of 64x64 for 132 SMs:
+    v0 gives them blocks of 16x8 outputs, 2x2 per thread (one warp), 1.47x faster on the H200 than
+    blocks of 32x32 and 16x32 (schedule_sweep_h200.md run 15)."""
+    transform = (compiled["mlp"][1] / "v0" / "transform.mlir").read_text()
+    assert transform.count("tile_sizes [16, 8] (mapping = [#gpu.block<y>, #gpu.block<x>])") == 2
+    assert transform.count("num_threads [8, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>])") == 2
+
+
 @pytest.mark.parametrize("dim, correction, keepdim", [([1], None, True), ([1], 0, False), ([0, 1], 1, False),
                                                      ([-1], 1, True), (None, None, False), ([], 1, False)])
 def test_var_mean_is_lowered_in_the_input_precision_as_pytorch_computes_it(compiled, dim, correction, keepdim):

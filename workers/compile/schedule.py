@@ -319,10 +319,12 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
 # K steps of a register-tiled (SIMT) matmul, the first that divides K: at 4096^3 f32 on the H200, 16 was
 # 1.43x over 8 and 32 1.10x over 16 (benchmarks/results/schedule_sweep_h200.md runs 4 and 5)
 V0_MATMUL_K_TILES = (32, 16, V0_REDUCTION_TILE)
-# a SIMT matmul grid of fewer blocks than the H200's SMs leaves SMs idle: smaller blocks with 2x2
-# outputs per thread then (the zoo's MLP: 2.0-2.1x over 64x64 blocks of 4x4, schedule_sweep_h200.md runs 4-5)
+# a SIMT matmul grid of fewer blocks than the H200's SMs leaves SMs idle: blocks of one warp, 16x8
+# outputs of 2x2 per thread, then (the zoo's MLP: 2.0x over 64x64 blocks of 4x4; 1.47x over 32x32 and
+# 16x32 blocks of 2x2 with the same threads per SM, fewer of them waiting at each K step's barrier;
+# schedule_sweep_h200.md runs 4-5 and 15)
 MIN_GRID_BLOCKS = 132
-SMALL_GRID_TILES = [((32, 32), (2, 2)), ((16, 32), (2, 2))]
+SMALL_GRID_TILE = ((16, 8), (2, 2))
 
 
 def grid_blocks(schedule: OpSchedule, op: OpInfo) -> int:
@@ -330,16 +332,16 @@ def grid_blocks(schedule: OpSchedule, op: OpInfo) -> int:
 
 
 def _fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
-    """Smaller tiles (SMALL_GRID_TILES, on the two thread-mapped loops) while the grid has fewer than
-    MIN_GRID_BLOCKS blocks and the loops take them."""
+    """SMALL_GRID_TILE on the two thread-mapped loops when the grid has fewer than MIN_GRID_BLOCKS
+    blocks and the loops take it."""
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
-    for block, thread in SMALL_GRID_TILES:
-        if grid_blocks(schedule, op) >= MIN_GRID_BLOCKS or len(dims) != 2:
-            return
-        if any(op.loop_ranges[d] % b for d, b in zip(dims, block)):
-            return
-        for d, b, t in zip(dims, block, thread):
-            schedule.block_tile[d], schedule.thread_tile[d] = b, t
+    block, thread = SMALL_GRID_TILE
+    if grid_blocks(schedule, op) >= MIN_GRID_BLOCKS or len(dims) != 2:
+        return
+    if any(op.loop_ranges[d] % b for d, b in zip(dims, block)):
+        return
+    for d, b, t in zip(dims, block, thread):
+        schedule.block_tile[d], schedule.thread_tile[d] = b, t
 
 
 class MmaTiles(NamedTuple):
