@@ -126,11 +126,36 @@ def deepen_pipeline(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleE
     return ScheduleEdit(s.op_index, "pipeline_depth", max(s.pipeline_depth + 1, 2))
 
 
+REGISTERS_PER_SM, MAX_REGISTERS_PER_THREAD, WARP = 65536, 255, 32
+# what a thread needs besides its output tile (addresses, operand fragments, loop state): a cap under the
+# tile's words plus these spills. The f16 matmul's 64x64 warp tiles (128 accumulator words per thread),
+# capped at 128 registers by two blocks of 256 threads, ran 4.8x slower on the H200 (loop_h200.md 2026-12-04)
+REGISTERS_BESIDES_OUTPUTS = 32
+
+
+def _block_threads(s: OpSchedule, op: OpInfo) -> int:
+    if s.row_kernel or s.block_reduction:
+        return s.row_kernel or s.block_reduction
+    tiles = _threads(s.block_tile, s.thread_tile, op)  # a tensor-core kernel's thread tiles are its warps'
+    return tiles * WARP if s.tensor_core == "mma_sync" else tiles
+
+
+def _output_words_per_thread(s: OpSchedule, op: OpInfo) -> int:
+    """The outputs a thread holds in registers: its thread tile, or its share of its warp's tile."""
+    tile = [t for t, it in zip(s.thread_tile, op.iterator_types) if t and it == "parallel"]
+    if not tile:
+        return 1  # a reduction's threads each keep a partial
+    return math.prod(tile) // WARP if s.tensor_core == "mma_sync" else math.prod(tile)
+
+
 def cap_registers(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """ptxas fits one more block of the kernel on an SM (.minnctapersm), capping its registers per thread:
-    two blocks first (one always fits)."""
+    two blocks first (one always fits), while the cap leaves room for the thread's outputs."""
     blocks = max(s.min_blocks_per_sm + 1, 2)
-    return ScheduleEdit(s.op_index, "min_blocks_per_sm", blocks) if blocks <= MAX_BLOCKS_PER_SM else None
+    cap = min(MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM // (blocks * _block_threads(s, op)) // 8 * 8)
+    if blocks > MAX_BLOCKS_PER_SM or cap < _output_words_per_thread(s, op) + REGISTERS_BESIDES_OUTPUTS:
+        return None
+    return ScheduleEdit(s.op_index, "min_blocks_per_sm", blocks)
 
 
 def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:

@@ -374,12 +374,31 @@ def test_promote_shared_stages_only_tensor_core_kernels():
 
 def test_a_register_limited_kernel_may_get_its_registers_capped():
     """register_cap: ptxas fits one more block per SM (min_blocks_per_sm: 2 first, one always fits), up to
-    the 32 blocks an SM takes; last in the occupancy route, after the tile families."""
-    schedule = matmul_schedule()
+    the 32 blocks an SM takes, while the cap leaves a thread room for its outputs and 32 registers more;
+    last in the occupancy route, after the tile families."""
+    schedule = matmul_schedule()  # 256 threads of 4x4 outputs: 5 blocks cap them at 48 registers, 6 at 40
     assert edit_for("cap_registers", schedule, MATMUL, True) == ScheduleEdit(0, "min_blocks_per_sm", 2)
     assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=3), MATMUL, True).value == 4
-    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=32), MATMUL, True) is None
+    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=4), MATMUL, True).value == 5
+    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=5), MATMUL, True) is None
+    one_warp = OpSchedule(0, "matmul", [16, 8, 0], [2, 2, 0])
+    assert edit_for("cap_registers", dataclasses.replace(one_warp, min_blocks_per_sm=31), MATMUL, True).value == 32
+    assert edit_for("cap_registers", dataclasses.replace(one_warp, min_blocks_per_sm=32), MATMUL, True) is None
     assert load().routes["occupancy"]["*"][-1] == "register_cap"
+
+
+def test_register_cap_leaves_a_tensor_core_warp_room_for_its_accumulators():
+    """Recorded on the H200 (loop_h200.md 2026-12-04): the f16 matmul's v0 (128x256 blocks of eight 64x64
+    warps: 128 accumulator words per thread, 208 registers) capped for two blocks per SM (128 registers)
+    spilled and ran 1720.3 us against 361.1 us. Its warps' accumulators leave no cap; 128x128 blocks of
+    eight 64x32 warps (64 words) may take two blocks (128 registers), not three (80)."""
+    f16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
+    v0 = OpSchedule(0, "matmul", [128, 256, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
+                    tensor_core="mma_sync", pipeline_depth=2)
+    assert edit_for("cap_registers", v0, f16, True) is None
+    smaller = dataclasses.replace(v0, block_tile=[128, 128, 0], thread_tile=[64, 32, 0])
+    assert edit_for("cap_registers", smaller, f16, True).value == 2
+    assert edit_for("cap_registers", dataclasses.replace(smaller, min_blocks_per_sm=2), f16, True) is None
 
 
 def test_a_memory_bound_tensor_core_matmul_is_not_offered_a_no_op():
