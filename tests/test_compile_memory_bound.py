@@ -261,7 +261,7 @@ def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, row
     warp, then one thread: rownorm_f64, whose sum is in f64), or, where the merges end in warp shuffles
     (no f64 reduction), after the partials and after the merging warp's result; one after the output
     pass; the inputs (x; layernorm's weight and bias too) read once, however many passes read them
-    (mlir.reuse_global_reads), and the output written once, in 128-bit loads and stores (8 columns per
+    (mlir.reuse_reads), and the output written once, in 128-bit loads and stores (8 columns per
     thread); no temporary the size of the input."""
     result, config, bodies, params = row_compiled[name]
     ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
@@ -325,7 +325,7 @@ def test_block_reductions_over_a_leading_dim_merge_in_two_steps(tmp_path):
 
 
 def test_global_reads_are_reused_only_across_shared_memory_writes():
-    """mlir.reuse_global_reads: a load that repeats an earlier one of its block takes its value across
+    """mlir.reuse_reads: a load that repeats an earlier one of its block takes its value across
     barriers and shared-memory stores, not across a store to global memory (it might have changed it)."""
     text = """
     gpu.module @kernels {
@@ -343,12 +343,52 @@ def test_global_reads_are_reused_only_across_shared_memory_writes():
     }"""
     with mlir.context():
         module = mlir.parse(text, "kernels")
-        mlir.reuse_global_reads(module)
+        mlir.reuse_reads(module)
         ir = str(module)
     loads = re.findall(r"(%\w+) = vector.load", ir)
     assert len(loads) == 2, ir  # %y is %x; %z, after the store to %b, is read again
     stores = re.findall(r"vector.store (%\w+), %arg1", ir)
     assert stores == [loads[0], loads[1]], ir
+
+
+def test_shared_reads_are_reused_only_up_to_a_write_to_their_allocation():
+    """mlir.reuse_reads: a reduction's result in shared memory, read again after another merge's barriers
+    and stores (to other allocations), takes the first read's value; after a store to its own
+    allocation it is read again."""
+    text = """
+    gpu.module @kernels {
+      gpu.func @k(%out: memref<64xf32>, %i: index) kernel {
+        %c0 = arith.constant 0 : index
+        %max = memref.alloc() : memref<1xf32, #gpu.address_space<workgroup>>
+        %sum = memref.alloc() : memref<1xf32, #gpu.address_space<workgroup>>
+        %m = memref.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
+        memref.store %m, %sum[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
+        gpu.barrier
+        %again = memref.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
+        memref.store %again, %out[%i] : memref<64xf32>
+        memref.store %again, %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
+        %after = memref.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
+        memref.store %after, %out[%c0] : memref<64xf32>
+        gpu.return
+      }
+    }"""
+    with mlir.context():
+        module = mlir.parse(text, "kernels")
+        mlir.reuse_reads(module)
+        ir = str(module)
+    loads = re.findall(r"(%\w+) = memref.load", ir)
+    assert len(loads) == 2, ir  # %again is %m; %after, past the store to %max, is read again
+    assert re.findall(r"memref.store (%\w+), %arg0", ir) == [loads[0], loads[1]], ir
+
+
+def test_softmax_computes_each_exponential_once(row_compiled):
+    """The row kernel's output pass reads the row's max from shared memory as its sum pass did
+    (mlir.reuse_reads): exp(x - max) is the same value, computed once per element (ex2 runs on the
+    SM's 16-per-clock special function units)."""
+    result, config, bodies, params = row_compiled["softmax_large"]
+    (launch,) = config["launches"]
+    columns_per_thread = config["outputs"][0]["shape"][-1] // launch["block"][0]
+    assert bodies[launch["kernel"]].count("ex2.approx") == columns_per_thread
 
 
 @pytest.mark.parametrize("name, reductions, threads, merges, shuffles", [

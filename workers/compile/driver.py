@@ -92,7 +92,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.pad_tensor_core_tiles(module, padded_columns)
         mlir.large_shared_to_dynamic(module)
         mlir.sync_after_block_loops(module)
-        mlir.reuse_global_reads(module)
+        mlir.reuse_reads(module)
         write_text(os.path.join(vdir, "gpu.mlir"), str(module))
         result.stage = "host-check"
         launches = LaunchSequence(module, info).read()

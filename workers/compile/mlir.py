@@ -518,26 +518,35 @@ def _outside_shared_memory(value: ir.Value) -> bool:
     return _is_memref(value) and not _in_shared_memory(value)
 
 
-def _may_write_outside_shared_memory(op) -> bool:
-    """Whether `op`, or an op inside it, writes (or may write) memory other than shared memory."""
-    found = False
+def _written_memory(op) -> tuple[bool, set]:
+    """What `op`, or an op inside it, may write: (memory other than shared memory, the shared-memory
+    allocations written, None among them for a shared memref of unknown allocation)."""
+    outside, shared = False, set()
 
     def visit(o):
-        nonlocal found
-        if o.name in WRITES and any(_outside_shared_memory(v) for v in o.operands):
-            found = True
-            return ir.WalkResult.INTERRUPT
+        nonlocal outside
+        if o.name in WRITES:
+            for v in o.operands:
+                if _outside_shared_memory(v):
+                    outside = True
+                elif _in_shared_memory(v):
+                    shared.add(_root_alloc(v))
         return ir.WalkResult.ADVANCE
 
     op.walk(visit)
-    return found
+    return outside, shared
 
 
-def reuse_global_reads(module: ir.Module) -> None:
-    """A kernel that reads the same global memory again (a row kernel's passes over its row: max, sum,
-    normalize, with barriers between them) reads it once: a load with the same operands, attributes and
-    type as an earlier one of its block, with no write to memory outside shared memory in between, takes
-    the earlier one's value. LLVM keeps such loads, as the barriers between them clobber memory."""
+def reuse_reads(module: ir.Module) -> None:
+    """A kernel that reads the same memory again reads it once: a load with the same operands,
+    attributes and type as an earlier one of its block takes the earlier one's value where nothing in
+    between may have written that memory. Global memory: a row kernel's passes over its row (max, sum,
+    normalize, with barriers between them), read again up to a write to memory outside shared memory.
+    Shared memory: a reduction's result read by every thread after each later merge (softmax's max for
+    its sum and again for its output, whose exponentials then are computed once), read again up to a
+    write to the same allocation; every thread runs the same ops, and the barriers that order the
+    allocation's earlier writes before the first read order them before the second. LLVM keeps such
+    loads, as the barriers between them clobber memory."""
     def blocks(op):
         for region in op.regions:
             for block in region.blocks:
@@ -547,17 +556,21 @@ def reuse_global_reads(module: ir.Module) -> None:
 
     for kernel in _kernel_ops(module, "gpu.func"):
         for block in list(blocks(kernel.operation)):
-            seen, repeated = {}, []
+            seen, repeated = {}, []  # key -> (first load, its shared allocation or None for global memory)
             for op in block.operations:
-                if op.name in READS and _outside_shared_memory(op.operands[0]):
+                source = op.operands[0] if op.name in READS else None
+                shared = source is not None and _in_shared_memory(source)
+                if source is not None and (_outside_shared_memory(source) or shared and _root_alloc(source)):
                     key = (op.name, tuple(op.operands), str(op.results[0].type),
                            tuple((a.name, str(a.attr)) for a in _named_attributes(op)))
                     if key in seen:
-                        repeated.append((op, seen[key]))
+                        repeated.append((op, seen[key][0]))
                     else:
-                        seen[key] = op
-                elif _may_write_outside_shared_memory(op.operation):
-                    seen.clear()
+                        seen[key] = (op, _root_alloc(source) if shared else None)
+                    continue
+                outside, allocs = _written_memory(op.operation)
+                seen = {key: (load, alloc) for key, (load, alloc) in seen.items()
+                        if not (alloc is None and outside or alloc is not None and (alloc in allocs or None in allocs))}
             for op, first in repeated:
                 op.results[0].replace_all_uses_with(first.results[0])
                 op.erase()
