@@ -324,12 +324,11 @@ def test_block_reductions_over_a_leading_dim_merge_in_two_steps(tmp_path):
     assert all(shared_bytes(body) == (128 + MERGE_THREADS) * 4 for body in reductions)
 
 
-def test_global_reads_are_reused_only_across_shared_memory_writes():
-    """mlir.reuse_reads: a load that repeats an earlier one of its block takes its value across
-    barriers and shared-memory stores, not across a store to global memory (it might have changed it)."""
-    text = """
+# a load repeating an earlier one of its block: global memory's across barriers and shared-memory stores,
+# not across a store to global memory (it might have changed it)
+GLOBAL_READS = """
     gpu.module @kernels {
-      gpu.func @k(%a: memref<64xf32>, %b: memref<64xf32>, %i: index) kernel {
+      gpu.func @k(%b: memref<64xf32>, %a: memref<64xf32>, %i: index) kernel {
         %tile = memref.alloc() : memref<64xf32, #gpu.address_space<workgroup>>
         %x = vector.load %a[%i] : memref<64xf32>, vector<4xf32>
         vector.store %x, %tile[%i] : memref<64xf32, #gpu.address_space<workgroup>>, vector<4xf32>
@@ -341,44 +340,37 @@ def test_global_reads_are_reused_only_across_shared_memory_writes():
         gpu.return
       }
     }"""
+# a reduction's result in shared memory: across another merge's barrier and stores to other allocations,
+# not across a store to its own
+SHARED_READS = """
+    gpu.module @kernels {
+      gpu.func @k(%b: memref<64xf32>, %i: index) kernel {
+        %c0 = arith.constant 0 : index
+        %max = memref.alloc() : memref<1xf32, #gpu.address_space<workgroup>>
+        %sum = memref.alloc() : memref<1xf32, #gpu.address_space<workgroup>>
+        %x = vector.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>, vector<1xf32>
+        vector.store %x, %sum[%c0] : memref<1xf32, #gpu.address_space<workgroup>>, vector<1xf32>
+        gpu.barrier
+        %y = vector.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>, vector<1xf32>
+        vector.store %y, %b[%i] : memref<64xf32>, vector<1xf32>
+        vector.store %y, %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>, vector<1xf32>
+        %z = vector.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>, vector<1xf32>
+        vector.store %z, %b[%i] : memref<64xf32>, vector<1xf32>
+        gpu.return
+      }
+    }"""
+
+
+@pytest.mark.parametrize("text", [GLOBAL_READS, SHARED_READS], ids=["global", "shared"])
+def test_reads_are_reused_up_to_a_write_that_may_change_them(text):
+    """mlir.reuse_reads: %y takes %x's value; %z, after a store that may change what it reads, is read again."""
     with mlir.context():
         module = mlir.parse(text, "kernels")
         mlir.reuse_reads(module)
         ir = str(module)
     loads = re.findall(r"(%\w+) = vector.load", ir)
-    assert len(loads) == 2, ir  # %y is %x; %z, after the store to %b, is read again
-    stores = re.findall(r"vector.store (%\w+), %arg1", ir)
-    assert stores == [loads[0], loads[1]], ir
-
-
-def test_shared_reads_are_reused_only_up_to_a_write_to_their_allocation():
-    """mlir.reuse_reads: a reduction's result in shared memory, read again after another merge's barriers
-    and stores (to other allocations), takes the first read's value; after a store to its own
-    allocation it is read again."""
-    text = """
-    gpu.module @kernels {
-      gpu.func @k(%out: memref<64xf32>, %i: index) kernel {
-        %c0 = arith.constant 0 : index
-        %max = memref.alloc() : memref<1xf32, #gpu.address_space<workgroup>>
-        %sum = memref.alloc() : memref<1xf32, #gpu.address_space<workgroup>>
-        %m = memref.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
-        memref.store %m, %sum[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
-        gpu.barrier
-        %again = memref.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
-        memref.store %again, %out[%i] : memref<64xf32>
-        memref.store %again, %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
-        %after = memref.load %max[%c0] : memref<1xf32, #gpu.address_space<workgroup>>
-        memref.store %after, %out[%c0] : memref<64xf32>
-        gpu.return
-      }
-    }"""
-    with mlir.context():
-        module = mlir.parse(text, "kernels")
-        mlir.reuse_reads(module)
-        ir = str(module)
-    loads = re.findall(r"(%\w+) = memref.load", ir)
-    assert len(loads) == 2, ir  # %again is %m; %after, past the store to %max, is read again
-    assert re.findall(r"memref.store (%\w+), %arg0", ir) == [loads[0], loads[1]], ir
+    assert len(loads) == 2, ir
+    assert re.findall(r"vector.store (%\w+), %arg0", ir) == [loads[0], loads[1]], ir
 
 
 def test_softmax_computes_each_exponential_once(row_compiled):
