@@ -65,16 +65,11 @@ BF16_VARIANTS = [
 ]
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of one warp, 16x8
 # outputs of 2x2 per thread, where 64x64 blocks would not fill the GPU (1.47x over 32x32 and 16x32 blocks,
-# run 15; split-K 4 and 8 lost in runs 14-15)
+# run 15); blocks of more warps (0.66-0.67x), 16x16 of 2x4 (0.86-0.87x) and K steps of 16 or 64 (0.92x,
+# 1.01x) were no faster (runs 16-17). The 256x256 matmul (K 1024) still fills 0.12 waves: split-K in
+# chunks of K, each partial tiled as the matmul (an interleaved split with one output per thread was 0.42x)
 SMALL_MATMUL_VARIANTS = [
-    Variant("32x32 blocks, 2x2 per thread", "matmul", {"block_tile": [32, 32], "thread_tile": [2, 2]}),
-    Variant("32x8 blocks, 2x2 per thread", "matmul", {"block_tile": [32, 8], "thread_tile": [2, 2]}),
-    Variant("16x8 blocks, 2x2 per thread, K16", "matmul", {"reduction_tile": 16}),
-    # ptxas gives one-warp blocks up to 64 registers (32 blocks per SM fill half the threads) and two-warp
-    # blocks 32: the 62-register kernels keep more loads in flight (run 16: 1.5x). More of them per step:
-    Variant("16x8 blocks, 2x2 per thread, K64", "matmul", {"reduction_tile": 64}),
-    Variant("16x8 blocks, 2x2 per thread, split-K 4", "matmul", {"split_reduction": 4, "reduction_tile": 4}),
-    Variant("16x16 blocks, 2x4 per thread", "matmul", {"block_tile": [16, 16], "thread_tile": [2, 4]}),
+    Variant(f"split-K {n} in chunks", "matmul", {"split_reduction": n, "reduction_tile": n}) for n in (2, 4, 8)
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
                       for n in (128, 256, 512, 1024)] + \

@@ -132,6 +132,33 @@ def test_small_simt_matmul_grids_take_blocks_of_one_warp(compiled):
     assert transform.count("num_threads [8, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>])") == 2
 
 
+def test_a_split_matmul_reduces_chunks_of_k_in_the_matmuls_tiles(compiled, tmp_path):
+    """split_reduction on a register-tiled matmul (the MLP's: 16x8 blocks of 2x2 per thread, K 512 and
+    1024): each partial reduces a contiguous chunk of K with the matmul's tiles, a block per chunk, its
+    K steps in 128-bit loads and its 2x2 partials in registers across them (stored once, after the
+    loop); the matmul's kernel then merges the 4 partials per output."""
+    _, shared_job, _ = compiled["mlp"]
+    job = tmp_path / "mlp"
+    shutil.copytree(shared_job, job)
+    params = initial_params(str(job))
+    for s in params.ops:
+        if s.family == "matmul":
+            s.split_reduction, s.reduction_tile = 4, 4
+    result = compile_iteration(str(job), 1, params)
+    assert result.ok, result.error
+    config = LaunchConfig.from_json((job / "v1" / "config.json").read_text())
+    ptx = (job / "v1" / "kernels.ptx").read_text()
+    bodies = {m.group(1): m.group(2) for m in re.finditer(r"\.entry\s+(\w+)\((.*?)\n\}\n", ptx, re.S)}
+    partials = [launch for launch in config.launches if launch.grid[0] == 4 and launch.block == [4, 8, 1]]
+    assert [launch.grid for launch in partials] == [[4, 1024 // 8, 256 // 16], [4, 256 // 8, 256 // 16]]
+    for launch in partials:
+        body = bodies[launch.kernel]
+        loop = body[body.index("$L__BB"):body.rindex("bra")]
+        assert "ld.global.v4" in loop and "st.global" not in loop
+        assert body[body.rindex("bra"):].count("st.global") == 4
+    assert len(config.launches) == 6  # two weight transposes, two partial kernels, two merges
+
+
 @pytest.mark.parametrize("dim, correction, keepdim", [([1], None, True), ([1], 0, False), ([0, 1], 1, False),
                                                      ([-1], 1, True), (None, None, False), ([], 1, False)])
 def test_var_mean_is_lowered_in_the_input_precision_as_pytorch_computes_it(compiled, dim, correction, keepdim):

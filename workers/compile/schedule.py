@@ -99,16 +99,26 @@ def _wants_split(op: OpInfo) -> bool:
         and outputs <= SPLIT_MAX_OUTPUTS
 
 
-def partial_reduction_op(op: OpInfo, split: int) -> OpInfo:
-    """The partial reduction that structured.split_reduction (inner_parallel) makes of `op`: its
-    reduction loop r of extent K becomes loops (K / split, reduction) and (split, parallel) at r, r + 1;
-    partial p of an output reduces elements p, p + split, p + 2 split..., so neighbouring threads read
-    neighbouring elements."""
+def _splits_in_chunks(op: OpInfo, schedule: OpSchedule) -> bool:
+    """A register-tiled matmul's split: partial p reduces the p-th contiguous chunk of K, so that its
+    threads read their operands' K runs as the matmul's do (vector loads); other splits interleave."""
+    return op.family == "matmul" and any(schedule.thread_tile)
+
+
+def partial_reduction_op(op: OpInfo, split: int, chunks: bool = False) -> OpInfo:
+    """The partial reduction that structured.split_reduction makes of `op`: its reduction loop r of
+    extent K becomes two loops at r, r + 1. Interleaved (inner_parallel): (K / split, reduction) and
+    (split, parallel); partial p of an output reduces elements p, p + split, p + 2 split..., so
+    neighbouring threads read neighbouring elements. In chunks: (split, parallel) and (K / split,
+    reduction), partial p reduces elements p K / split ... (p + 1) K / split - 1."""
     r = op.iterator_types.index("reduction")
-    ranges = op.loop_ranges[:r] + [op.loop_ranges[r] // split, split] + op.loop_ranges[r + 1:]
-    iterators = op.iterator_types[:r] + ["reduction", "parallel"] + op.iterator_types[r + 1:]
-    return OpInfo(index=op.index, name=op.name, family="reduction", loop_ranges=ranges, iterator_types=iterators,
-                  dtype=op.dtype, flops=op.flops)
+    loops = [(split, "parallel"), (op.loop_ranges[r] // split, "reduction")]
+    if not chunks:
+        loops.reverse()
+    ranges = op.loop_ranges[:r] + [extent for extent, _ in loops] + op.loop_ranges[r + 1:]
+    iterators = op.iterator_types[:r] + [it for _, it in loops] + op.iterator_types[r + 1:]
+    return OpInfo(index=op.index, name=op.name, family="matmul" if chunks else "reduction", loop_ranges=ranges,
+                  iterator_types=iterators, dtype=op.dtype, flops=op.flops)
 
 
 # v0 lowers a conv through img2col where it has a window (not 1x1) and its img2col matmul gets the
@@ -760,7 +770,7 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
         block = validate(s, g, facts)
         if s.split_reduction:
             member = _reduction_member(g, facts)
-            partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction))
+            partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction, s))
             placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, True, s.min_blocks_per_sm)))
         placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block,
                                               min_blocks_per_sm=s.min_blocks_per_sm, warp_merge=s.warp_merge)))
@@ -925,7 +935,7 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
     if s.block_reduction:
         return out + _emit_block_reduction(ids[(g.anchor, False)], k, g, s, facts, handles.get(g.producer))
     if s.split_reduction:
-        out += _emit_split(ids[(g.anchor, True)], k, handles[member], s.split_reduction, facts[member].info)
+        out += _emit_split(ids[(g.anchor, True)], k, handles[member], s, facts[member].info)
         handles[member] = f"%{k}_merge"  # the merge of the partials takes the reduction's place
     members = ([handles[g.producer]] if g.producer is not None else []) + [f"%{k}_fill{j}" for j in range(len(g.fills))]
     out.append(f"    // kernel of op {g.anchor} ({s.family})"
@@ -1207,28 +1217,52 @@ def _emit_tiles(kernel: int, k: str, anchor: str, members: list[str], s: OpSched
     return out
 
 
-def partial_kernel_schedule(op: OpInfo, split: int) -> tuple[OpSchedule, OpInfo]:
-    """The launch shape of a split's partial reduction: the v0 shape of its loops, threads along the
-    partials of each output (and the outputs' innermost dim, for coalescing)."""
-    partial = partial_reduction_op(op, split)
-    return default_op_schedule(partial, "reduction"), partial
+def partial_kernel_schedule(op: OpInfo, split: int, schedule: OpSchedule) -> tuple[OpSchedule, OpInfo]:
+    """The launch shape of a split's partial reduction. A register-tiled matmul's (split in chunks): the
+    matmul's block and thread tiles, a block per chunk, K steps as v0 takes them. Others: the v0 shape
+    of its loops, threads along the partials of each output (and the outputs' innermost dim, for
+    coalescing)."""
+    chunks = _splits_in_chunks(op, schedule)
+    partial = partial_reduction_op(op, split, chunks)
+    if not chunks:
+        return default_op_schedule(partial, "reduction"), partial
+    r = op.iterator_types.index("reduction")
+    chunk = partial.loop_ranges[r + 1]
+    return OpSchedule(op.index, "matmul", schedule.block_tile[:r] + [1, 0] + schedule.block_tile[r + 1:],
+                      schedule.thread_tile[:r] + [0, 0] + schedule.thread_tile[r + 1:],
+                      reduction_tile=next((t for t in V0_MATMUL_K_TILES if t < chunk and chunk % t == 0), 0),
+                      vectorize=True), partial
 
 
-def _emit_split(kernel: int, k: str, reduction: str, split: int, op: OpInfo) -> list[str]:
+def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpInfo) -> list[str]:
     """Split `reduction` into a partial reduction, tiled here as its own kernel, and %{k}_merge, which
     reduces the partials into the original result."""
-    r = op.iterator_types.index("reduction")
+    r, split = op.iterator_types.index("reduction"), group.split_reduction
     # the partials dim goes where the reduction loop was among the output dims, so the merge op has the
     # loops of the op it replaces (with extent `split` for the reduction) and the group's tiles fit it
     position = op.iterator_types[:r].count("parallel")
-    schedule, partial = partial_kernel_schedule(op, split)
+    schedule, partial = partial_kernel_schedule(op, split, group)
+    chunks = _splits_in_chunks(op, group)
     out = [
         f"    %{k}_partials, %{k}_pfill, %{k}_partial, %{k}_merge = transform.structured.split_reduction {reduction} "
-        f"{{ split_factor = {split}, insert_split_dimension = {position}, inner_parallel }} "
+        f"{{ split_factor = {split}, insert_split_dimension = {position}{'' if chunks else ', inner_parallel'} }} "
         f": ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
-        f"    // partial-reduction kernel of op {op.index}: {split} partials per output",
+        f"    // partial-reduction kernel of op {op.index}: {split} partials per output"
+        + (", each of a chunk of K, tiled as the matmul" if chunks else ""),
     ]
     out += _emit_tiles(kernel, f"{k}p", f"%{k}_partial", [f"%{k}_pfill"], schedule, partial)
+    if chunks:
+        r += 1  # the chunk's loop
+        sizes = [schedule.reduction_tile if d == r else 0 for d in range(len(partial.loop_ranges))]
+        if not schedule.reduction_tile:  # a chunk of one K step
+            return out + [f"    transform.structured.vectorize %{k}p_{h} : {ANY}" for h in ("m0t", "t")]
+        return out + [
+            f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {_ints(sizes)} "
+            f": ({ANY}) -> ({ANY}, {ANY})",
+            f"    transform.structured.vectorize %{k}p_m0t : {ANY}",
+            f"    transform.structured.vectorize %{k}p_r : {ANY}",
+            f"{HOIST} %{k}p_rloop : {ANY}",  # the thread's partials stay in registers across the chunk
+        ]
     # a thread's strided elements are read PARTIAL_LOADS at a time into a vector, so that many loads
     # are in flight instead of one load, add and store of the accumulator per element
     loads = _largest_divisor_at_most(partial.loop_ranges[r], PARTIAL_LOADS)
