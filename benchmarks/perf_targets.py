@@ -14,8 +14,9 @@ Lines (ratios = peer time / our time, i.e. our throughput as a fraction of the p
   copy of 256 MB timed here: target 0.8x; and no slower than torch.compile (1.0x);
 - ResNet 3x3 conv, batch 32, against cuDNN through torch: target 0.5x;
 - the zoo's whole small networks: geometric mean against PyTorch eager: target 1.0x (torch.compile shown).
-Timing is the measure worker's protocol (warm-up, CUDA events, L2 flushed, median) for ours, eager and
-torch.compile; the copy peer uses the same function.
+Timing is the measure worker's protocol (warm-up, L2 flushed, kernel time only: the GPU held back until
+the run's launches are queued, CUDA events, median) for ours, eager and torch.compile; the copy peer uses
+the same function.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from workers.measure.launch import (ConfigError, calls_device_malloc, check_conf
                                     pathological_launches)
 from workers.measure.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
-from workers.measure.timing import summarize
+from workers.measure.timing import LAUNCH_HEADSTART_CYCLES, summarize, time_gpu
 from workers.records import KernelArg, LaunchConfig, MeasureResult, Timing
 
 DATA = Path(__file__).parent / "data"
@@ -180,6 +180,56 @@ def test_errors_are_classified():
 def test_timing_summary_is_median_and_quantiles():
     t = summarize([float(x) for x in range(1, 101)])
     assert (t.median_us, t.p20_us, t.p80_us, t.runs) == (50.5, 21.0, 81.0, 100)
+
+
+class RecordingTorch:
+    """TEST DOUBLE of the torch calls time_gpu makes (no GPU here): each enqueues a named step on a
+    pretend stream, which the test reads back in order."""
+
+    float32 = "float32"
+
+    def __init__(self):
+        self.stream = []
+        self.cuda = self
+
+    def empty(self, *shape, **kw):
+        torch_double = self
+
+        class Flush:
+            def zero_(self):
+                torch_double.stream.append("flush")
+        return Flush()
+
+    def _sleep(self, cycles):
+        self.stream.append(f"sleep {cycles}")
+
+    def synchronize(self):
+        pass
+
+    def Event(self, enable_timing):
+        torch_double = self
+
+        class Event:
+            def record(self):
+                torch_double.stream.append("event")
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return 0.001
+        return Event()
+
+
+def test_each_timed_run_starts_after_its_launches_are_queued(monkeypatch):
+    """The GPU spins between the L2 flush and the start event while the CPU queues the run: the interval
+    between the events holds the run's kernels only, not the CPU's time to issue them."""
+    torch_double = RecordingTorch()
+    monkeypatch.setitem(sys.modules, "torch", torch_double)
+    timing = time_gpu(lambda: torch_double.stream.append("run"), runs=3, warmup=1)
+    run = ["flush", f"sleep {LAUNCH_HEADSTART_CYCLES}", "event", "run", "event"]
+    assert torch_double.stream == ["run"] + run * 3 and timing.runs == 3 and timing.median_us == 1.0
+    assert LAUNCH_HEADSTART_CYCLES >= 1_000_000  # at least 0.5 ms at 1.98 GHz: a small network's launches
 
 
 def test_benchmark_report_states_tolerance_and_speedups(tmp_path):
