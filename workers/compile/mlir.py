@@ -537,6 +537,13 @@ def _written_memory(op) -> tuple[bool, set]:
     return outside, shared
 
 
+def _clobbered(alloc, outside: bool, allocs: set) -> bool:
+    """Whether writes (`outside`: to memory other than shared memory; `allocs`: to these shared
+    allocations, None for one unknown) may change what a load read from global memory (`alloc` None) or
+    from the shared allocation `alloc`."""
+    return outside if alloc is None else alloc in allocs or None in allocs
+
+
 def reuse_reads(module: ir.Module) -> None:
     """A kernel that reads the same memory again reads it once: a load with the same operands,
     attributes and type as an earlier one of its block takes the earlier one's value where nothing in
@@ -570,7 +577,7 @@ def reuse_reads(module: ir.Module) -> None:
                     continue
                 outside, allocs = _written_memory(op.operation)
                 seen = {key: (load, alloc) for key, (load, alloc) in seen.items()
-                        if not (alloc is None and outside or alloc is not None and (alloc in allocs or None in allocs))}
+                        if not _clobbered(alloc, outside, allocs)}
             for op, first in repeated:
                 op.results[0].replace_all_uses_with(first.results[0])
                 op.erase()

@@ -331,8 +331,8 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
 V0_MATMUL_K_TILES = (32, 16, V0_REDUCTION_TILE)
 # a SIMT matmul grid of fewer blocks than the H200's SMs leaves SMs idle: blocks of one warp, 16x8
 # outputs of 2x2 per thread, then (the zoo's MLP: 2.0x over 64x64 blocks of 4x4; 1.47x over 32x32 and
-# 16x32 blocks of 2x2 with the same threads per SM, fewer of them waiting at each K step's barrier;
-# schedule_sweep_h200.md runs 4-5 and 15)
+# 16x32 blocks of 2x2 with the same threads per SM: ptxas gives one-warp blocks up to 64 registers, 62
+# here, and blocks of more warps 32, fewer loads in flight; schedule_sweep_h200.md runs 4-5 and 15-17)
 MIN_GRID_BLOCKS = 132
 SMALL_GRID_TILE = ((16, 8), (2, 2))
 
@@ -1252,10 +1252,10 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
     ]
     out += _emit_tiles(kernel, f"{k}p", f"%{k}_partial", [f"%{k}_pfill"], schedule, partial)
     if chunks:
-        r += 1  # the chunk's loop
-        sizes = [schedule.reduction_tile if d == r else 0 for d in range(len(partial.loop_ranges))]
         if not schedule.reduction_tile:  # a chunk of one K step
             return out + [f"    transform.structured.vectorize %{k}p_{h} : {ANY}" for h in ("m0t", "t")]
+        chunk_loop = r + 1
+        sizes = [schedule.reduction_tile if d == chunk_loop else 0 for d in range(len(partial.loop_ranges))]
         return out + [
             f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {_ints(sizes)} "
             f": ({ANY}) -> ({ANY}, {ANY})",
