@@ -3,6 +3,7 @@
 Two steps, because the GPU node cannot lower models (no torch-mlir there):
 
     .venv/bin/python benchmarks/perf_targets.py compile OUT [JOB...]  # CPU: lower + compile v0 of each model
+                                                                      # (exit 1 if one did not compile)
     python3 benchmarks/perf_targets.py measure OUT [--record FILE]    # GPU node: every compiled vN, peers, table
 
 (JOB...: only those targets, e.g. matmul4096_f16 conv3x3_resnet, for a short confirmation run.)
@@ -179,10 +180,12 @@ def main() -> int:
         if unknown:
             parser.error(f"no such target job: {', '.join(sorted(unknown))}")
         targets = [t for t in TARGETS if not args.jobs or t.job in args.jobs]
+        failed = False
         with ProcessPoolExecutor(args.workers) as pool:
             for line in pool.map(compile_one, targets, [str(args.out)] * len(targets)):
                 print(line, flush=True)
-        return 0
+                failed |= not line.endswith(": v0 compiled")
+        return 1 if failed else 0
     rows = measure(args.out, args.profile, args.timeout)
     print("\n".join(rows))
     if args.record:
