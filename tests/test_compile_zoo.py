@@ -19,6 +19,8 @@ from workers.frontend import FrontendError, lower_model, var_mean_decomposition
 from workers.model_loader import load_model
 from workers.records import LaunchConfig
 
+from test_compile_memory_bound import kernels_of
+
 ZOO = sorted((Path(__file__).parent / "data" / "zoo").glob("*.py"))
 BAD = Path(__file__).parent / "data" / "bad_models"
 HOST_LOOPS = re.compile(r"\b(scf\.for|scf\.parallel|affine\.for|memref\.copy|linalg\.\w+)\b")
@@ -148,7 +150,7 @@ def test_a_split_matmul_reduces_chunks_of_k_in_the_matmuls_tiles(compiled, tmp_p
     assert result.ok, result.error
     config = LaunchConfig.from_json((job / "v1" / "config.json").read_text())
     ptx = (job / "v1" / "kernels.ptx").read_text()
-    bodies = {m.group(1): m.group(2) for m in re.finditer(r"\.entry\s+(\w+)\((.*?)\n\}\n", ptx, re.S)}
+    bodies = kernels_of(ptx)
     partials = [launch for launch in config.launches if launch.grid[0] == 4 and launch.block == [4, 8, 1]]
     assert [launch.grid for launch in partials] == [[4, 1024 // 8, 256 // 16], [4, 256 // 8, 256 // 16]]
     for launch in partials:

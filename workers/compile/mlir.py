@@ -566,14 +566,14 @@ def reuse_reads(module: ir.Module) -> None:
             seen, repeated = {}, []  # key -> (first load, its shared allocation or None for global memory)
             for op in block.operations:
                 source = op.operands[0] if op.name in READS else None
-                shared = source is not None and _in_shared_memory(source)
-                if source is not None and (_outside_shared_memory(source) or shared and _root_alloc(source)):
+                alloc = _root_alloc(source) if source is not None and _in_shared_memory(source) else None
+                if source is not None and (_outside_shared_memory(source) or alloc is not None):
                     key = (op.name, tuple(op.operands), str(op.results[0].type),
                            tuple((a.name, str(a.attr)) for a in _named_attributes(op)))
                     if key in seen:
                         repeated.append((op, seen[key][0]))
                     else:
-                        seen[key] = (op, _root_alloc(source) if shared else None)
+                        seen[key] = (op, alloc)
                     continue
                 outside, allocs = _written_memory(op.operation)
                 seen = {key: (load, alloc) for key, (load, alloc) in seen.items()

@@ -1242,7 +1242,7 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
     # loops of the op it replaces (with extent `split` for the reduction) and the group's tiles fit it
     position = op.iterator_types[:r].count("parallel")
     schedule, partial = partial_kernel_schedule(op, split, group)
-    chunks = _splits_in_chunks(op, group)
+    chunks = partial.family == "matmul"  # partial_kernel_schedule split it in chunks
     out = [
         f"    %{k}_partials, %{k}_pfill, %{k}_partial, %{k}_merge = transform.structured.split_reduction {reduction} "
         f"{{ split_factor = {split}, insert_split_dimension = {position}{'' if chunks else ', inner_parallel'} }} "
