@@ -161,6 +161,30 @@ def test_a_split_matmul_reduces_chunks_of_k_in_the_matmuls_tiles(compiled, tmp_p
     assert len(config.launches) == 6  # two weight transposes, two partial kernels, two merges
 
 
+def test_a_one_block_matmul_with_k_over_several_loops_splits_its_first_k_loop_over_blocks(compiled, tmp_path):
+    """small_cnn's classifier (16x10 outputs; K 2048 over three loops, as the flatten before it folds
+    into it) was one block of 160 threads, each looping over all of K (103 of the network's 139 us under
+    ncu). v0 splits its first K loop (32 channels) into a block per chunk: each thread reduces its 64
+    elements at once (the activations' in 128-bit loads, no loop), and the classifier's kernel merges
+    the 32 partials of each output (in 128-bit loads) and adds the bias."""
+    _, job, _ = compiled["small_cnn"]
+    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+    bodies = kernels_of((job / "v0" / "kernels.ptx").read_text())
+    *_, partial, merge = config.launches
+    assert (partial.grid, partial.block) == ([32, 1, 1], [10, 16, 1])
+    body = bodies[partial.kernel]
+    assert "$L__BB" not in body and body.count("ld.global.v4") == 64 // 4
+    assert (merge.grid, merge.block) == ([1, 1, 1], [10, 16, 1])
+    assert bodies[merge.kernel].count("ld.global.v4") == 32 // 4
+    # tile_reduction_using_forall tiles no output loop: with outputs over two blocks the split is refused
+    job = shutil.copytree(job, tmp_path / "small_cnn")
+    params = initial_params(str(job))
+    classifier = next(s for s in params.ops if s.split_reduction)
+    classifier.block_tile = [8, 0]
+    result = compile_iteration(str(job), 1, params)
+    assert not result.ok and "splits only with all its outputs in one block" in result.error
+
+
 @pytest.mark.parametrize("dim, correction, keepdim", [([1], None, True), ([1], 0, False), ([0, 1], 1, False),
                                                      ([-1], 1, True), (None, None, False), ([], 1, False)])
 def test_var_mean_is_lowered_in_the_input_precision_as_pytorch_computes_it(compiled, dim, correction, keepdim):

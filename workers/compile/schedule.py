@@ -323,6 +323,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
         if k_step:
             schedule.reduction_tile, schedule.vectorize = k_step, True
         _fill_the_grid(schedule, facts[g.anchor].info)
+        _split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
     return schedule
 
 
@@ -352,6 +353,41 @@ def _fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
         return
     for d, b, t in zip(dims, block, thread):
         schedule.block_tile[d], schedule.thread_tile[d] = b, t
+
+
+# a SIMT matmul grid still under MIN_GRID_BLOCKS blocks after SMALL_GRID_TILE, with a long K (small_cnn's
+# classifier: 16x10 outputs, K 2048 over three loops, as the flatten before it folds into it: one block of
+# 160 threads looping over K, 103 of the network's 139 us under ncu, perf_targets_h200.md run 15) splits
+# its first K loop in chunks until the partial kernel's grid fills the SMs, each chunk at least
+# SPLIT_K_MIN_CHUNK elements (two K steps of V0_REDUCTION_TILE). K over several loops splits only where
+# all the outputs are one block's (split_over_blocks).
+SPLIT_K_MIN_CHUNK = 2 * V0_REDUCTION_TILE
+
+
+def _split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInfo) -> None:
+    blocks, split = grid_blocks(schedule, anchor), 1
+    first, *rest = reduction_extents(matmul)
+    if rest and (blocks > 1 or not _reductions_trail(matmul)):
+        return
+    while blocks * split < MIN_GRID_BLOCKS and first % (split * 2) == 0 \
+            and first // (split * 2) * math.prod(rest) >= SPLIT_K_MIN_CHUNK:
+        split *= 2
+    if split > 1:  # the group's reduction_tile is now the merge's: partials read MERGE_LOADS at a time
+        schedule.split_reduction = split
+        schedule.reduction_tile = _largest_divisor_at_most(split, MERGE_LOADS)
+        schedule.vectorize = True
+
+
+def _reductions_trail(op: OpInfo) -> bool:
+    r = op.iterator_types.index("reduction")
+    return all(it == "reduction" for it in op.iterator_types[r:])
+
+
+def split_over_blocks(op: OpInfo) -> bool:
+    """A split matmul whose K spans several loops: tile_reduction_using_forall makes a block of each chunk
+    of its first K loop (split_reduction takes one reduction loop, and tile_reduction_using_forall tiles no
+    parallel loop: each block computes all the outputs' partials)."""
+    return op.family == "matmul" and len(reduction_extents(op)) > 1
 
 
 class MmaTiles(NamedTuple):
@@ -603,7 +639,12 @@ def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
         raise ScheduleError(f"op {op.index}: split_reduction needs a reduction in the kernel, and it has none")
     info = facts[member].info
     extents = reduction_extents(info)
-    if info.family not in ("reduction", "matmul") or len(extents) != 1:
+    if split_over_blocks(info):
+        if grid_blocks(schedule, op) != 1 or not _reductions_trail(info):
+            raise ScheduleError(f"op {op.index}: a matmul whose K spans {len(extents)} loops splits only with all "
+                                f"its outputs in one block (block_tile {schedule.block_tile} makes "
+                                f"{grid_blocks(schedule, op)}) and its K loops last")
+    elif info.family not in ("reduction", "matmul") or len(extents) != 1:
         raise ScheduleError(f"op {op.index}: split_reduction splits one reduction loop; op {member} "
                             f"({info.name}) has {len(extents)}")
     if split < 2 or extents[0] % split:
@@ -951,7 +992,9 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
     if tiled:
         member_op = facts[member].info
         first = member_op.iterator_types.index("reduction")
-        sizes = [s.reduction_tile if d == first else 0 for d in range(len(member_op.loop_ranges))]
+        # a split's merge has the op's loops with its (first) K loop as the partials, the others gone
+        loops = len(member_op.loop_ranges) - (len(reduction_extents(member_op)) - 1 if s.split_reduction else 0)
+        sizes = [s.reduction_tile if d == first else 0 for d in range(loops)]
         out.append(f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for {thread_ops[member]} tile_sizes "
                    f"{_ints(sizes)} : ({ANY}) -> ({ANY}, {ANY})")
         thread_ops[member] = f"%{k}_r"
@@ -1228,10 +1271,40 @@ def partial_kernel_schedule(op: OpInfo, split: int, schedule: OpSchedule) -> tup
         return default_op_schedule(partial, "reduction"), partial
     r = op.iterator_types.index("reduction")
     chunk = partial.loop_ranges[r + 1]
-    return OpSchedule(op.index, "matmul", schedule.block_tile[:r] + [1, 0] + schedule.block_tile[r + 1:],
-                      schedule.thread_tile[:r] + [0, 0] + schedule.thread_tile[r + 1:],
-                      reduction_tile=next((t for t in V0_MATMUL_K_TILES if t < chunk and chunk % t == 0), 0),
-                      vectorize=True), partial
+    # the group's tiles are its anchor's loops: the matmul's outputs, then (zeros) its K loops
+    block, thread = ((tile[:r] + [middle, 0] + tile[r + 1:] + [0] * len(partial.loop_ranges))[:len(partial.loop_ranges)]
+                     for tile, middle in ((schedule.block_tile, 1), (schedule.thread_tile, 0)))
+    k_step = 0 if split_over_blocks(op) else next((t for t in V0_MATMUL_K_TILES if t < chunk and chunk % t == 0), 0)
+    return OpSchedule(op.index, "matmul", block, thread, reduction_tile=k_step, vectorize=True), partial
+
+
+def _emit_split_over_blocks(kernel: int, k: str, reduction: str, split: int, schedule: OpSchedule,
+                            op: OpInfo) -> list[str]:
+    """split_over_blocks: the forall of `split` chunks of the first K loop is the partial kernel's grid;
+    its threads tile the outputs as `schedule` (partial_kernel_schedule) does, each reducing its chunk in
+    one vector. Then, as _emit_split's, %{k}_merge reduces the partials (the split dim last)."""
+    r = op.iterator_types.index("reduction")
+    k_loops = len(op.loop_ranges) - r
+    threads = threads_per_loop(schedule, partial_reduction_op(op, split, chunks=True))[:r]
+    mapping = f"(mapping = [{_mapping('thread', sum(1 for n in threads if n))}])"
+    # the fill of each block's partials gets a thread forall of its own: fusion cannot reach through the
+    # rank-reducing slice between it and the partial's forall (each thread fills the element it reduces
+    # into, so no barrier is needed between the two)
+    return [
+        f"    // partial-reduction kernel: a block per chunk of the first K loop ({split} chunks)",
+        f"    %{k}_pfill, %{k}_partial, %{k}_merge, %{k}p_grid = transform.structured.tile_reduction_using_forall "
+        f"{reduction} reduction_dims = [{r}] by num_threads = {_ints([0] * r + [split] + [0] * (k_loops - 1))} "
+        f"mapping = [#gpu.block<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
+        f"    %{k}p_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
+        f"    %{k}p_m0b, %{k}p_grid0 = transform.structured.fuse_into_containing_op %{k}_pfill into %{k}p_grid "
+        f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
+        f"    transform.annotate %{k}p_grid0 \"farm.kernel\" = %{k}p_id : {ANY}, !transform.param<i64>",
+        f"    %{k}p_m0t, %{k}p_fill_threads = transform.structured.tile_using_forall %{k}p_m0b num_threads "
+        f"{_ints(threads + [0])} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
+        f"    %{k}p_t, %{k}p_threads = transform.structured.tile_using_forall %{k}_partial num_threads "
+        f"{_ints(threads + [0] * k_loops)} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
+        f"    transform.structured.vectorize %{k}p_t : {ANY}",
+    ]
 
 
 def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpInfo) -> list[str]:
@@ -1242,6 +1315,8 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
     # loops of the op it replaces (with extent `split` for the reduction) and the group's tiles fit it
     position = op.iterator_types[:r].count("parallel")
     schedule, partial = partial_kernel_schedule(op, split, group)
+    if split_over_blocks(op):
+        return _emit_split_over_blocks(kernel, k, reduction, split, schedule, op)
     chunks = partial.family == "matmul"  # partial_kernel_schedule split it in chunks
     out = [
         f"    %{k}_partials, %{k}_pfill, %{k}_partial, %{k}_merge = transform.structured.split_reduction {reduction} "
