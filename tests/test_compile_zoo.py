@@ -185,6 +185,22 @@ def test_a_one_block_matmul_with_k_over_several_loops_splits_its_first_k_loop_ov
     assert not result.ok and "splits only with all its outputs in one block" in result.error
 
 
+def test_a_direct_convs_bias_broadcast_runs_in_the_convs_kernel(compiled):
+    """torch-mlir starts a conv with bias from the bias broadcast over its output: small_cnn's two direct
+    convs compute that broadcast in their own kernel, as a fill (it had a kernel of its own that wrote
+    the whole output for the conv to read back)."""
+    _, job, _ = compiled["small_cnn"]
+    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+    source = {b.name: b.source for b in config.buffers}
+    for conv in ("features.0", "features.3"):
+        readers = [{source[a.buffer] for a in launch.args} for launch in config.launches
+                   if any(source[a.buffer] == f"weight:{conv}.bias" for a in launch.args)]
+        assert len(readers) == 1 and f"weight:{conv}.weight" in readers[0]
+    # the padded inputs' fills and the copy into the first, 2 convs, 2 pools (the first writes into the
+    # second padded input), the weight transpose, the classifier's partials and merge
+    assert len(config.launches) == 10
+
+
 @pytest.mark.parametrize("dim, correction, keepdim", [([1], None, True), ([1], 0, False), ([0, 1], 1, False),
                                                      ([-1], 1, True), (None, None, False), ([], 1, False)])
 def test_var_mean_is_lowered_in_the_input_precision_as_pytorch_computes_it(compiled, dim, correction, keepdim):

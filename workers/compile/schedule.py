@@ -57,7 +57,8 @@ class ScheduleError(ValueError):
 
 @dataclass
 class Group:
-    """One kernel: the anchor op, its fused producer (if any) and the fills they start from."""
+    """One kernel: the anchor op, its fused producer (if any) and the fills (or a direct conv's bias
+    broadcast) they start from."""
 
     anchor: int
     producer: int | None
@@ -199,7 +200,8 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
     groups: list[Group] = []
     for f in reversed(facts):  # consumers first, so producers know whether they were taken
         i = f.info.index
-        if i in fused or f.info.family == "fill" and not _is_unconsumed_fill(f, facts):
+        if i in fused or f.info.family == "fill" and not _is_unconsumed_fill(f, facts) \
+                or _initialised_conv(i, facts, by_index) is not None:
             continue
         producer = None
         schedule = by_index.get(i)
@@ -209,7 +211,8 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
                 raise ScheduleError(f"op {i}: row_kernel needs an elementwise op over [rows, columns] fed only by "
                                     "row reductions and elementwise ops over the same rows and columns")
             fused.update([i, *members])
-            groups.append(Group(anchor=i, producer=None, fills=_fills_of([*members, i], facts), members=members))
+            groups.append(Group(anchor=i, producer=None, fills=_fills_of([*members, i], facts, by_index),
+                                members=members))
             continue
         # a split reduction reads its input through a reshape that producer fusion cannot cross: its
         # producer gets a kernel of its own
@@ -221,16 +224,29 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
                     producer = p
                     break
         fused.update([i] + ([producer] if producer is not None else []))
-        groups.append(Group(anchor=i, producer=producer, fills=_fills_of([i] + ([producer] if producer is not None
-                                                                              else []), facts)))
+        groups.append(Group(anchor=i, producer=producer,
+                            fills=_fills_of([i] + ([producer] if producer is not None else []), facts, by_index)))
     return list(reversed(groups))
 
 
-def _fills_of(ops: list[int], facts: list[LinalgOpFacts]) -> list[tuple[int, int]]:
-    """(op, operand index of its init) of each of `ops` whose init is a fill: a fill shared by several
-    ops is cloned into each of them."""
-    return [(m, facts[m].n_inputs) for m in ops
-            if facts[m].init_producer is not None and facts[facts[m].init_producer].info.family == "fill"]
+def _fills_of(ops: list[int], facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> list[tuple[int, int]]:
+    """(op, operand index of its init) of each of `ops` whose init is a fill (a fill shared by several
+    ops is cloned into each of them), or the bias broadcast of a direct conv."""
+    return [(m, facts[m].n_inputs) for m in ops if facts[m].init_producer is not None and (
+        facts[facts[m].init_producer].info.family == "fill" or _initialised_conv(facts[m].init_producer, facts,
+                                                                                 by_index) == m)]
+
+
+def _initialised_conv(i: int, facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> int | None:
+    """The direct (not img2col) conv whose init op `i` broadcasts (a conv's bias, as torch-mlir lowers
+    it), if any: the conv's kernel computes it as it does a fill, one launch and one write of the output
+    fewer (small_cnn: two kernels of 2.5-2.7 us under ncu, perf_targets_h200.md run 15)."""
+    if facts[i].info.name != "linalg.broadcast" or not facts[i].single_use:
+        return None
+    conv = next((f.info.index for f in facts if f.init_producer == i), None)
+    if conv is None or facts[conv].info.family != "conv" or _img2col_anchor(conv, facts, by_index):
+        return None
+    return conv
 
 
 ROW_LOOPS = (["parallel", "parallel"], ["parallel", "reduction"])  # an elementwise op, a row reduction
