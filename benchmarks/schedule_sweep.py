@@ -67,8 +67,8 @@ BF16_VARIANTS = [
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of one warp, 16x8
 # outputs of 2x2 per thread, where 64x64 blocks would not fill the GPU (1.47x over 32x32 and 16x32 blocks,
 # run 15); blocks of more warps (0.66-0.67x), 16x16 of 2x4 (0.86-0.87x) and K steps of 16 or 64 (0.92x,
-# 1.01x) were no faster (runs 16-17). The 256x256 matmul (K 1024) still fills 0.12 waves: split-K in
-# chunks of K, each partial tiled as the matmul (an interleaved split with one output per thread was 0.42x)
+# 1.01x) were no faster (runs 16-17). v0 then splits K in chunks until a grid has 2048 warps: the 256x256
+# matmul in 4 (run 18 and perf_targets_h200.md run 17). The variants split both matmuls in 2, 4 and 8.
 SMALL_MATMUL_VARIANTS = [
     Variant(f"split-K {n} in chunks", "matmul", {"split_reduction": n, "reduction_tile": n}) for n in (2, 4, 8)
 ]

@@ -371,21 +371,25 @@ def _fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
         schedule.block_tile[d], schedule.thread_tile[d] = b, t
 
 
-# a SIMT matmul grid still under MIN_GRID_BLOCKS blocks after SMALL_GRID_TILE, with a long K (small_cnn's
-# classifier: 16x10 outputs, K 2048 over three loops, as the flatten before it folds into it: one block of
-# 160 threads looping over K, 103 of the network's 139 us under ncu, perf_targets_h200.md run 15) splits
-# its first K loop in chunks until the partial kernel's grid fills the SMs, each chunk at least
-# SPLIT_K_MIN_CHUNK elements (two K steps of V0_REDUCTION_TILE). K over several loops splits only where
-# all the outputs are one block's (split_over_blocks).
+# a SIMT matmul whose grid holds fewer than SPLIT_K_WARPS warps after SMALL_GRID_TILE (about 16 per SM:
+# the MLP's 256x1024 matmul, 2048 one-warp blocks, runs its L1 at 84% of peak; split in two it took 1.02x
+# as long, plus its merge) splits K in chunks until it has them, each chunk at least SPLIT_K_MIN_CHUNK
+# elements (two K steps of V0_REDUCTION_TILE). On the H200 under ncu (perf_targets_h200.md runs 15 and
+# 17): the MLP's 256x256 matmul (K 1024, 512 one-warp blocks) 47.5 -> 18.0 us in 4 chunks (2.8 us merge);
+# small_cnn's classifier (16x10 outputs; K 2048 over three loops, as the flatten before it folds into it;
+# one block of 160 threads) 103.0 -> 5.8 us in 32 chunks (2.9 us merge). K over several loops splits only
+# where all the outputs are one block's (split_over_blocks).
+SPLIT_K_WARPS = 2048
 SPLIT_K_MIN_CHUNK = 2 * V0_REDUCTION_TILE
 
 
 def _split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInfo) -> None:
     blocks, split = grid_blocks(schedule, anchor), 1
+    warps = blocks * math.ceil(math.prod(n for n in threads_per_loop(schedule, anchor) if n) / 32)
     first, *rest = reduction_extents(matmul)
     if rest and (blocks > 1 or not _reductions_trail(matmul)):
         return
-    while blocks * split < MIN_GRID_BLOCKS and first % (split * 2) == 0 \
+    while warps * split < SPLIT_K_WARPS and first % (split * 2) == 0 \
             and first // (split * 2) * math.prod(rest) >= SPLIT_K_MIN_CHUNK:
         split *= 2
     if split > 1:  # the group's reduction_tile is now the merge's: partials read MERGE_LOADS at a time
