@@ -15,7 +15,7 @@ import pytest
 from workers.compile import compile_iteration, mlir
 from workers.compile.analysis import analyze
 from workers.compile.pipeline import default_pipeline
-from workers.compile.schedule import MERGE_THREADS, initial_params_for
+from workers.compile.schedule import ELEMENTWISE_VECTORS, MERGE_THREADS, initial_params_for
 from workers.frontend import lower_model
 
 ROOT = Path(__file__).parent.parent
@@ -100,11 +100,11 @@ def test_elementwise_chain_is_one_kernel_of_128_bit_accesses_over_many_waves(com
     (launch,) = config["launches"]
     threads = launch["block"][0] * launch["block"][1] * launch["block"][2]
     blocks = launch["grid"][0] * launch["grid"][1] * launch["grid"][2]
-    assert threads == 256
-    # 4 f32 per thread: 8192 x 8192 / 1024 blocks, many waves of the H200's 132 SMs (8 blocks each)
-    assert threads * blocks * 4 == 8192 * 8192 and blocks >= 8 * H200_SMS * 4
+    assert threads == 128
+    # two 128-bit vectors (8 f32) per thread, many waves of the H200's 132 SMs (16 blocks of 128 each)
+    assert threads * blocks * 4 * ELEMENTWISE_VECTORS == 8192 * 8192 and blocks >= 16 * H200_SMS * 4
     body = kernels[launch["kernel"]]
-    assert vector_loads(body) == 1 and vector_stores(body) == 1 and scalar_accesses(body) == 0
+    assert vector_loads(body) == vector_stores(body) == ELEMENTWISE_VECTORS and scalar_accesses(body) == 0
 
 
 def test_small_elementwise_chain_also_vectorizes(compiled):
@@ -144,7 +144,7 @@ def test_split_softmax_kernels_partial_merge_and_vectorized_elementwise(split_co
                                       "elementwise"]
     bodies = [kernels[launch["kernel"]] for launch in config["launches"]]
     for elementwise in (bodies[2], bodies[5]):
-        assert vector_loads(elementwise) >= 1 and vector_stores(elementwise) == 1
+        assert vector_loads(elementwise) >= 1 and vector_stores(elementwise) == ELEMENTWISE_VECTORS
     for merge in (bodies[1], bodies[4]):
         assert vector_loads(merge) >= 8
     # the partial kernels: many threads per row (64 partials of each of 8192 rows)
@@ -164,7 +164,7 @@ def test_split_row_sum_is_a_partial_and_a_merge_kernel(split_compiled):
 def test_layernorm_normalize_pass_is_vectorized(compiled):
     result, config, kernels, _ = compiled["layernorm_large"]
     normalize = kernels[config["launches"][-1]["kernel"]]
-    assert vector_loads(normalize) >= 1 and vector_stores(normalize) == 1
+    assert vector_loads(normalize) >= 1 and vector_stores(normalize) == ELEMENTWISE_VECTORS
 
 
 # ---------------------------------------------------------------------------------------------
