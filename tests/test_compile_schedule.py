@@ -8,7 +8,8 @@ from conftest import lower_zoo
 
 from workers.compile import ScheduleError, apply_edit, compile_iteration, initial_params
 from workers.compile.pipeline import PassPipeline
-from workers.records import ScheduleEdit
+from workers.compile.schedule import split_k_to_fill_the_grid
+from workers.records import OpInfo, OpSchedule, ScheduleEdit
 
 
 
@@ -83,3 +84,20 @@ def test_pass_pipeline_text_round_trips():
     assert not pipeline.fp_contract and pipeline.tensor_cores == "gpu.func(cse)" and pipeline.to_text() == text
     with pytest.raises(ValueError):
         PassPipeline.from_text("pre_schedule: builtin.module(cse)\n")
+
+
+@pytest.mark.parametrize("outputs, block, thread, k_loops, split", [
+    ([256, 256], [16, 8], [2, 2], [1024], 4),  # 512 one-warp blocks: to 2048 warps
+    ([256, 1024], [16, 8], [2, 2], [512], 0),  # 2048 one-warp blocks already
+    ([256, 256], [16, 8], [2, 2], [48], 2),  # K 48: chunks of 24, not of 12 (under SPLIT_K_MIN_CHUNK)
+    ([16, 10], [16, 0], [1, 1], [32, 8, 8], 32),  # K over three loops, one block: its first loop, whole
+    ([32, 10], [16, 0], [1, 1], [32, 8, 8], 0),  # ... over two blocks: tile_reduction_using_forall cannot
+])
+def test_a_simt_matmul_splits_k_until_its_grid_has_2048_warps(outputs, block, thread, k_loops, split):
+    iterators = ["parallel"] * 2
+    anchor = OpInfo(1, "linalg.generic", "elementwise", outputs, iterators, "f32")
+    matmul = OpInfo(0, "linalg.generic", "matmul", outputs + k_loops, iterators + ["reduction"] * len(k_loops), "f32")
+    schedule = OpSchedule(1, "matmul", list(block), list(thread), reduction_tile=8, vectorize=True)
+    split_k_to_fill_the_grid(schedule, anchor, matmul)
+    assert schedule.split_reduction == split
+    assert schedule.reduction_tile == (min(split, 8) if split else 8)  # the merge's loads, or the K step

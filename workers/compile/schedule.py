@@ -346,7 +346,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
         if k_step:
             schedule.reduction_tile, schedule.vectorize = k_step, True
         _fill_the_grid(schedule, facts[g.anchor].info)
-        _split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
+        split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
     return schedule
 
 
@@ -390,7 +390,7 @@ SPLIT_K_WARPS = 2048
 SPLIT_K_MIN_CHUNK = 2 * V0_REDUCTION_TILE
 
 
-def _split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInfo) -> None:
+def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInfo) -> None:
     blocks, split = grid_blocks(schedule, anchor), 1
     warps = blocks * math.ceil(math.prod(n for n in threads_per_loop(schedule, anchor) if n) / 32)
     first, *rest = reduction_extents(matmul)
