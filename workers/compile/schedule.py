@@ -391,6 +391,8 @@ SPLIT_K_MIN_CHUNK = 2 * V0_REDUCTION_TILE
 
 
 def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInfo) -> None:
+    """The rule above on a SIMT matmul group's `schedule` (tiles of its `anchor`; `matmul` has the K
+    loops): sets its split_reduction, the merge's loads and vectorize, or leaves it unsplit."""
     blocks, split = grid_blocks(schedule, anchor), 1
     warps = blocks * math.ceil(math.prod(n for n in threads_per_loop(schedule, anchor) if n) / 32)
     first, *rest = reduction_extents(matmul)
