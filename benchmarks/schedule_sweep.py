@@ -69,13 +69,19 @@ BF16_VARIANTS = [
 # run 15); blocks of more warps (0.66-0.67x), 16x16 of 2x4 (0.86-0.87x) and K steps of 16 or 64 (0.92x,
 # 1.01x) were no faster (runs 16-17). v0 then splits K in chunks until a grid has 2048 warps: the 256x256
 # matmul in 4 (run 18 and perf_targets_h200.md run 17). The variants split both matmuls in 2, 4 and 8.
+# The 256x1024 matmul, unsplit, keeps the L1 84% busy (2x2 per thread: 8 bytes loaded per FMA): one-warp
+# blocks of 4x4 per thread (half the bytes per FMA) split in 4 or 8 for warps (64 registers, no spill).
 # The f32 weights' transposes (4.8 and 3.8 us under ncu for 2 and 1 MB, perf_targets_h200.md run 17): one
 # element per thread reads W's columns; 4x4 per thread reads four 128-bit rows and writes four (a
 # transpose in registers), in blocks of 32x64
 SMALL_MATMUL_VARIANTS = [
-    Variant(f"split-K {n} in chunks", "matmul", {"split_reduction": n, "reduction_tile": n}) for n in (2, 4, 8)
-] + [Variant("weight transposes 4x4 per thread in 128-bit vectors", "copy",
-             {"block_tile": [32, 64], "thread_tile": [4, 4], "vectorize": True})]
+    *(Variant(f"split-K {n} in chunks", "matmul", {"split_reduction": n, "reduction_tile": n}) for n in (2, 4, 8)),
+    *(Variant(f"32x16 blocks of 4x4 per thread, split-K {n}", "matmul",
+              {"block_tile": [32, 16], "thread_tile": [4, 4], "split_reduction": n, "reduction_tile": n})
+      for n in (4, 8)),
+    Variant("weight transposes 4x4 per thread in 128-bit vectors", "copy",
+            {"block_tile": [32, 64], "thread_tile": [4, 4], "vectorize": True}),
+]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
                       for n in (128, 256, 512, 1024)] + \
     [Variant("block reduction 128, merges ended in warp shuffles", "reduction", {"warp_merge": True},
