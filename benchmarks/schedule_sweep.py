@@ -53,6 +53,9 @@ TF32_VARIANTS = [
     Variant("K16, 3 stages", "matmul", {"reduction_tile": 16}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
     Variant("128x128 block, 4 warps of 64x64, 2 stages", "matmul", {"block_tile": [128, 128], "pipeline_depth": 2}),
+    # f16's v0 shape: 8 warps, one block per SM (104 KB, 223 registers, no spill); not yet run on the GPU
+    Variant("128x256 block, 8 warps of 64x64, 2 stages", "matmul",
+            {"block_tile": [128, 256], "thread_tile": [64, 64], "pipeline_depth": 2}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [
