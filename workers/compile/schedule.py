@@ -38,9 +38,9 @@ from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import ANY, transform_module_head
-from workers.compile.tensor_core import (PIPELINE_SEQUENCE, MmaPlan, emit_mma_contracts, emit_mma_group,
-                                        emit_multibuffers, emit_pipelined_k_loop, emit_shared_accumulator,
-                                        emit_staged_copies, emit_staged_tiles, plan_mma)
+from workers.compile.tensor_core import (PIPELINE_SEQUENCE, WARP_SIZE, MmaPlan, emit_mma_contracts,
+                                        emit_mma_group, emit_multibuffers, emit_pipelined_k_loop,
+                                        emit_shared_accumulator, emit_staged_copies, emit_staged_tiles, plan_mma)
 from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE,
                              OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor, img2col_aligned,
                              img2col_op as records_img2col_op, reduction_extents)
@@ -394,7 +394,7 @@ def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInf
     """The rule above on a SIMT matmul group's `schedule` (tiles of its `anchor`; `matmul` has the K
     loops): sets its split_reduction, the merge's loads and vectorize, or leaves it unsplit."""
     blocks, split = grid_blocks(schedule, anchor), 1
-    warps = blocks * math.ceil(math.prod(n for n in threads_per_loop(schedule, anchor) if n) / 32)
+    warps = blocks * math.ceil(math.prod(n for n in threads_per_loop(schedule, anchor) if n) / WARP_SIZE)
     first, *rest = reduction_extents(matmul)
     if rest and (blocks > 1 or not _reductions_trail(matmul)):
         return
@@ -1308,13 +1308,13 @@ def partial_kernel_schedule(op: OpInfo, split: int, schedule: OpSchedule) -> tup
 
 
 def _emit_split_over_blocks(kernel: int, k: str, reduction: str, split: int, schedule: OpSchedule,
-                            op: OpInfo) -> list[str]:
+                            partial: OpInfo, op: OpInfo) -> list[str]:
     """split_over_blocks: the forall of `split` chunks of the first K loop is the partial kernel's grid;
-    its threads tile the outputs as `schedule` (partial_kernel_schedule) does, each reducing its chunk in
-    one vector. Then, as _emit_split's, %{k}_merge reduces the partials (the split dim last)."""
+    its threads tile the outputs as `schedule` does on `partial` (partial_kernel_schedule's), each reducing
+    its chunk in one vector. Then, as _emit_split's, %{k}_merge reduces the partials (the split dim last)."""
     r = op.iterator_types.index("reduction")
     k_loops = len(op.loop_ranges) - r
-    threads = threads_per_loop(schedule, partial_reduction_op(op, split, chunks=True))[:r]
+    threads = threads_per_loop(schedule, partial)[:r]
     mapping = f"(mapping = [{_mapping('thread', sum(1 for n in threads if n))}])"
     # the fill of each block's partials gets a thread forall of its own: fusion cannot reach through the
     # rank-reducing slice between it and the partial's forall (each thread fills the element it reduces
@@ -1345,7 +1345,7 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
     position = op.iterator_types[:r].count("parallel")
     schedule, partial = partial_kernel_schedule(op, split, group)
     if split_over_blocks(op):
-        return _emit_split_over_blocks(kernel, k, reduction, split, schedule, op)
+        return _emit_split_over_blocks(kernel, k, reduction, split, schedule, partial, op)
     chunks = partial.family == "matmul"  # partial_kernel_schedule split it in chunks
     out = [
         f"    %{k}_partials, %{k}_pfill, %{k}_partial, %{k}_merge = transform.structured.split_reduction {reduction} "

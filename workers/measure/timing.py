@@ -15,8 +15,8 @@ FLUSH_BYTES = 256 << 20  # H200's L2 is 60 MB
 # the GPU spins this many cycles (about 1 ms at the H200's 1.98 GHz) between the flush and the start
 # event, while the CPU queues the run's launches (Python, the dispatcher, torch.compile's guards: tens to
 # hundreds of us). Without it a run whose launches outlasted the flush (about 65 us) timed the GPU idle
-# waiting for them: the likely cause of eager's times of the zoo's networks swinging 54-112 us between
-# runs, while ours held (not yet confirmed on the GPU)
+# waiting for them: eager's times of the zoo's networks swung 54-166 us between runs, and held at 52-55 us
+# with it (benchmarks/results/perf_targets_h200.md runs 14-18)
 LAUNCH_HEADSTART_CYCLES = 2_000_000
 
 
