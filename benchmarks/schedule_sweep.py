@@ -97,9 +97,11 @@ REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reduct
 # 256 threads per row at 64 registers also four.
 ROW_VARIANTS = [
     Variant("two-step merges (no warp shuffles)", "reduction", {"warp_merge": False}),
+    Variant("a run of columns per thread (not interleaved)", "reduction", {"interleave_columns": False}),
     Variant("512 threads per row", "reduction", {"row_kernel": 512}, row_kernel_reductions=3),
     Variant("512 threads per row, 4 blocks per SM", "reduction", {"row_kernel": 512, "min_blocks_per_sm": 4},
             row_kernel_reductions=3),
+    Variant("256 threads per row", "reduction", {"row_kernel": 256}, row_kernel_reductions=3),
     Variant("256 threads per row, 4 blocks per SM", "reduction", {"row_kernel": 256, "min_blocks_per_sm": 4},
             row_kernel_reductions=3),
     Variant("a kernel per reduction", reductions="block"),

@@ -251,8 +251,8 @@ def test_splits_whose_loops_fit_one_tile_compile(tmp_path, split, reduction_tile
 
 
 @pytest.mark.parametrize("name, rows, threads, reductions, inputs, barriers",
-                         [("softmax_large", 8192, 1024, 2, 1, 2), ("layernorm_large", 8192, 1024, 2, 3, 2),
-                          ("softmax", 512, 512, 2, 1, 2), ("rownorm_f64", 1024, 1024, 1, 1, 3)])
+                         [("softmax_large", 8192, 512, 2, 1, 2), ("layernorm_large", 8192, 512, 2, 3, 2),
+                          ("softmax", 512, 256, 2, 1, 2), ("rownorm_f64", 1024, 512, 1, 1, 3)])
 def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, rows, threads, reductions, inputs,
                                                          barriers):
     """One launch, one block of `threads` per row; each reduction's partials and result in shared memory,
@@ -261,7 +261,7 @@ def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, row
     warp, then one thread: rownorm_f64, whose sum is in f64), or, where the merges end in warp shuffles
     (no f64 reduction), after the partials and after the merging warp's result; one after the output
     pass; the inputs (x; layernorm's weight and bias too) read once, however many passes read them
-    (mlir.reuse_reads), and the output written once, in 128-bit loads and stores (8 columns per
+    (mlir.reuse_reads), and the output written once, in 128-bit loads and stores (16 columns per
     thread); no temporary the size of the input."""
     result, config, bodies, params = row_compiled[name]
     ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
@@ -282,7 +282,7 @@ def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, row
 def test_v0_takes_row_kernels_for_pipelines_of_up_to_three_reductions(row_compiled, tmp_path):
     """softmax (two reductions) and layernorm (three) in one row kernel each; a lone row sum keeps a
     block reduction kernel."""
-    expected = {"softmax_large": [(0, 1024)], "layernorm_large": [(0, 1024)],
+    expected = {"softmax_large": [(0, 512)], "layernorm_large": [(0, 512)],
                 "reduce_sum_large": [(512, 0)]}
     for name, shapes in expected.items():
         lower_model(str(MODELS[name]), str(tmp_path / name))
@@ -384,8 +384,8 @@ def test_softmax_computes_each_exponential_once(row_compiled):
 
 
 @pytest.mark.parametrize("name, reductions, threads, merges, shuffles", [
-    ("softmax_large", "rows", 1024, 2, 2 * (5 + 5)), ("layernorm_large", "rows", 1024, 2, 2 * (5 + 5)),
-    ("rownorm_f64", "rows", 1024, 1, 2 * (5 + 5)), ("reduce_sum_large", "block", 512, 1, 4 + 5)])
+    ("softmax_large", "rows", 512, 2, 2 * (4 + 5)), ("layernorm_large", "rows", 512, 2, 2 * (4 + 5)),
+    ("rownorm_f64", "rows", 512, 1, 2 * (4 + 5)), ("reduce_sum_large", "block", 512, 1, 4 + 5)])
 def test_warp_merge_ends_each_merge_in_shuffles_one_barrier_earlier(tmp_path, name, reductions, threads, merges,
                                                                     shuffles):
     """warp_merge: each group of lanes whose partials one lane of the merging warp reduces (32 of 1024
@@ -415,3 +415,112 @@ def test_warp_merge_ends_each_merge_in_shuffles_one_barrier_earlier(tmp_path, na
         merged[0].block_reduction = 0
         refused = compile_iteration(str(job), 2, params)
         assert not refused.ok and "warp_merge merges the partials of a block reduction" in refused.error
+
+
+# ---------------------------------------------------------------------------------------------
+# interleave_columns: a row kernel's threads take their 128-bit vectors interleaved across the block
+
+ROW_RUNS = """
+#run = affine_map<()[s0] -> (s0 * 8)>
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @rows(%x: memref<4x64xf32>, %w: memref<64xf32>, %y: memref<4x64xf32>) kernel
+        attributes {known_block_size = array<i32: 8, 1, 1>} {
+      %c0 = arith.constant 0 : index
+      %row = gpu.block_id x
+      %tid = gpu.thread_id x
+      %start = affine.apply #run()[%tid]
+      %xrow = memref.subview %x[%row, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+      %xs = memref.subview %xrow[0, %start] [1, 8] [1, 1] : memref<1x64xf32, strided<[64, 1], offset: ?>> to memref<1x8xf32, strided<[64, 1], offset: ?>>
+      %a = vector.load %xs[%c0, %c0] : memref<1x8xf32, strided<[64, 1], offset: ?>>, vector<8xf32>
+      %ws = memref.subview %w[%start] [8] [1] : memref<64xf32> to memref<8xf32, strided<[1], offset: ?>>
+      %b = vector.load %ws[%c0] : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>
+      %c = arith.mulf %a, %b : vector<8xf32>
+      %ys = memref.subview %y[%row, %start] [1, 8] [1, 1] : memref<4x64xf32> to memref<1x8xf32, strided<[64, 1], offset: ?>>
+      vector.store %c, %ys[%c0, %c0] : memref<1x8xf32, strided<[64, 1], offset: ?>>, vector<8xf32>
+      gpu.return
+    }
+  }
+}
+"""
+
+
+def _columns_of(access, threads: int) -> list[list[int]]:
+    """The columns that `access` (a vector.load or vector.store of a thread's vector, through a subview at
+    offset `affine.apply ()[s0] -> (s0 * V + c)` of thread_id.x) covers, for each thread."""
+    view = access.operands[1 if access.name == "vector.store" else 0].owner
+    offset = view.operands[len(view.operands) - 1]
+    text = str(offset.owner.attributes["map"])
+    scale, constant = (int(n) for n in re.fullmatch(r"affine_map<\(\)\[s0\] -> \(s0 \* (\d+)(?: \+ (\d+))?\)>", text)
+                       .groups(default="0"))
+    lanes = mlir.ir.VectorType((access.operands[0] if access.name == "vector.store" else access.results[0]).type).shape[0]
+    return [[t * scale + constant + i for i in range(lanes)] for t in range(threads)]
+
+
+def test_interleaving_gives_each_thread_vectors_a_block_width_apart_the_same_for_every_access():
+    """Each access of a thread's run of 8 columns becomes two of 4, thread t's at columns 4t and 4t + 32:
+    every access (x, the weight, y) covers each of the 64 columns once, in the same order, so y = x w
+    still pairs each column with itself."""
+    with mlir.context():
+        module = mlir.parse(ROW_RUNS, "row runs")
+        mlir.interleave_thread_columns(module, {"rows"}, 16)
+        module.operation.verify()
+        kernel = mlir._kernel_ops(module, "gpu.func")[0]
+        loads, stores = mlir._ops_named(kernel, "vector.load"), mlir._ops_named(kernel, "vector.store")
+        assert len(loads) == 4 and len(stores) == 2
+        x_columns = [_columns_of(a, 8) for a in loads[:2]]
+        assert x_columns == [[[4 * t + i for i in range(4)] for t in range(8)],
+                             [[32 + 4 * t + i for i in range(4)] for t in range(8)]]
+        assert [_columns_of(a, 8) for a in loads[2:]] == x_columns == [_columns_of(a, 8) for a in stores]
+
+
+def test_interleaving_refuses_a_run_read_in_part():
+    """A weight run read as 4 of its 8 columns cannot be interleaved with the kernel's other accesses: an
+    error, not a kernel whose accesses disagree on which column is which."""
+    partial = ROW_RUNS.replace(
+        "%b = vector.load %ws[%c0] : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>",
+        "%b4 = vector.load %ws[%c0] : memref<8xf32, strided<[1], offset: ?>>, vector<4xf32>\n"
+        "      %b = vector.insert_strided_slice %b4, %a {offsets = [0], strides = [1]} : vector<4xf32> into vector<8xf32>")
+    with mlir.context():
+        module = mlir.parse(partial, "a run read in part")
+        with pytest.raises(mlir.MlirError, match="interleave_columns: kernel rows"):
+            mlir.interleave_thread_columns(module, {"rows"}, 16)
+
+
+def _access_offsets(body: str) -> list[list[int]]:
+    """The byte offsets of the 128-bit global loads and stores from each base register, per register."""
+    by_base: dict[str, list[int]] = {}
+    for base, offset in re.findall(r"(?:ld|st)\.global(?:\.nc)?\.v4\.\w+\s+[^\[]*\[(%rd\d+)(?:\+(\d+))?\]", body):
+        by_base.setdefault(base, []).append(int(offset or 0))
+    return sorted(sorted(offsets) for offsets in by_base.values())
+
+
+@pytest.mark.parametrize("name", ["softmax_large", "layernorm_large"])
+def test_v0_row_kernels_interleave_their_threads_vectors(row_compiled, tmp_path, name):
+    """v0's row kernels over rows of 8192 f32 (512 threads, 16 columns each): a thread's four 128-bit
+    vectors of each row it reads or writes lie 512 x 16 bytes apart, one per block-wide pass over the
+    row; with interleave_columns off, next to each other (16 bytes apart)."""
+    result, config, bodies, params = row_compiled[name]
+    ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
+    assert schedule.interleave_columns and schedule.row_kernel == 512
+    (body,) = bodies.values()
+    accesses = _access_offsets(body)
+    assert accesses and all(offsets == [j * 512 * 16 for j in range(4)] for offsets in accesses)
+    job = tmp_path / name
+    lower_model(str(MODELS[name]), str(job))
+    schedule.interleave_columns = False
+    plain = compile_iteration(str(job), 1, params)
+    schedule.interleave_columns = True
+    assert plain.ok, plain.error
+    (plain_body,) = kernels_of((job / "v1" / "kernels.ptx").read_text()).values()
+    assert _access_offsets(plain_body) and all(offsets == [0, 16, 32, 48] for offsets in _access_offsets(plain_body))
+
+
+def test_interleave_columns_needs_a_row_kernel(tmp_path):
+    job = tmp_path / "reduce_sum_large"
+    lower_model(str(MODELS["reduce_sum_large"]), str(job))
+    facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
+    params = initial_params_for(facts)
+    params.ops[0].interleave_columns = True
+    refused = compile_iteration(str(job), 0, params)
+    assert not refused.ok and refused.stage == "schedule" and "it needs row_kernel" in refused.error, refused.error

@@ -12,7 +12,7 @@ from workers.compile import mlir
 from workers.compile.analysis import analyze, prepared_payload
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
-from workers.compile.schedule import ScheduleError, emit_transform, initial_params_for
+from workers.compile.schedule import VECTOR_BYTES, ScheduleError, emit_transform, initial_params_for
 from workers.compile.tensor_core import K_LOOP, PIPELINE_SEQUENCE, STAGED, padded_columns
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
@@ -100,6 +100,8 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         result.stage = "lowering"
         by_name = {launch.kernel: kernel for launch, kernel in zip(launches.launches, kernels)}
         mlir.merge_in_a_warp(module, {name for name, kernel in by_name.items() if kernel.warp_merge})
+        mlir.interleave_thread_columns(module, {name for name, kernel in by_name.items() if kernel.interleave_columns},
+                                       VECTOR_BYTES)
         mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
         mlir.align_kernel_pointers(module)

@@ -583,6 +583,152 @@ def reuse_reads(module: ir.Module) -> None:
                 op.erase()
 
 
+def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes: int) -> None:
+    """In the kernels named in `kernels` (schedule knob interleave_columns: a row kernel of T threads,
+    thread t owning the run of W columns from t W of each row it reads or writes), thread t's j-th
+    vector of V columns (`vector_bytes` of them) moves to column (j T + t) V: each warp-wide access then
+    covers 32 V neighbouring columns (512 bytes of f32) instead of one vector in every W, which held a
+    LayerNorm over rows of 8192 f32 at 0.67x of copy bandwidth (0.94x interleaved, on the H200:
+    benchmarks/probes/row_layout.cu). The same bijection of the columns applies to every access of
+    global memory through a thread's run (a `memref.subview` at offset `thread_id.x * W` of W columns,
+    read or written whole by a vector.load or vector.store), so each elementwise result still meets its
+    own operands, and each row reduction adds the same columns in another order. A named kernel with no
+    such access, runs of two widths, or a global access of another form that depends on the thread is an
+    error. Run it after `reuse_reads` (which matches loads by their operands)."""
+    for kernel in _kernel_ops(module, "gpu.func"):
+        name = ir.StringAttr(kernel.attributes["sym_name"]).value
+        if name not in kernels:
+            continue
+        runs = {op.results[0]: width for op in _ops_named(kernel, "affine.apply") if (width := _thread_run_width(op))}
+        moved, others = [], []
+        for access in [op for n in INDEXED_ACCESSES for op in _ops_named(kernel, n)]:
+            if _outside_shared_memory(access.operands[_memref_position(access)]):
+                view = _whole_run_view(access, runs)
+                (moved if view is not None else others).append((access, view))
+        widths = {runs[_run_start(view)] for _, view in moved}
+        threads = ir.DenseI32ArrayAttr(kernel.attributes["known_block_size"])[0] \
+            if "known_block_size" in kernel.attributes else 0
+        depends = _thread_dependence()
+        if not moved or len(widths) != 1 or not threads \
+                or any(depends(v) for access, _ in others for v in _address_operands(access)) \
+                or any(depends(v) for _, view in moved for v in list(view.operands)[1:-1]):
+            raise MlirError(f"interleave_columns: kernel {name} has no thread runs that each of its global "
+                            "accesses depending on the thread reads or writes whole in one vector")
+        for access, view in moved:
+            _interleave(access, view, vector_bytes, threads)
+
+
+def _memref_position(access) -> int:
+    return 1 if access.name in STORES else 0
+
+
+def _thread_run_width(apply) -> int:
+    """W where `apply` is `affine.apply ()[s0] -> (s0 * W)` of thread_id.x (the start of a thread's run of
+    W columns), else 0."""
+    tid = apply.operands[0].owner if len(apply.operands) == 1 else None
+    if not isinstance(tid, ir.OpView) or tid.name != "gpu.thread_id" or str(tid.attributes["dimension"]) != "#gpu<dim x>":
+        return 0
+    head, _, width = str(ir.AffineMapAttr(apply.attributes["map"]).value).rpartition(" * ")
+    return int(width[:-1]) if head == "()[s0] -> (s0" and width[:-1].isdigit() and int(width[:-1]) > 1 else 0
+
+
+def _is_constant_zero(value: ir.Value) -> bool:
+    owner = value.owner
+    return isinstance(owner, ir.OpView) and owner.name == "arith.constant" and value.type.typeid == ir.IndexType.static_typeid \
+        and ir.IntegerAttr(owner.attributes["value"]).value == 0
+
+
+def _whole_run_view(access, runs: dict) -> ir.OpView | None:
+    """The subview of a thread's run (its last offset a run start, on its source's last dim, W columns of
+    stride 1; no dynamic size or stride) that the vector.load or vector.store `access` reads or writes
+    whole (a 1-D vector of W elements at index 0, through views without dynamic operands), or None."""
+    if access.name not in ("vector.load", "vector.store"):
+        return None
+    at = _memref_position(access)
+    vector = ir.VectorType(access.operands[0].type if at else access.results[0].type)
+    if vector.rank != 1 or not all(_is_constant_zero(i) for i in access.operands[at + 1:]):
+        return None
+    view = access.operands[at].owner
+    while isinstance(view, ir.OpView) and view.name == "memref.subview":
+        if len(view.operands) > 1:
+            offsets, sizes, strides = (list(ir.DenseI64ArrayAttr(view.attributes[f"static_{k}"]))
+                                       for k in ("offsets", "sizes", "strides"))
+            dynamic = offsets.count(ir.ShapedType.get_dynamic_stride_or_offset())
+            whole = len(view.operands) == 1 + dynamic and offsets[-1] == ir.ShapedType.get_dynamic_stride_or_offset() \
+                and _run_start(view) in runs and sizes[-1] == runs[_run_start(view)] == vector.shape[0] and strides[-1] == 1
+            return view if whole else None
+        view = view.operands[0].owner
+    return None
+
+
+def _run_start(run_view) -> ir.Value:
+    """The last offset of a thread's run subview: the start of the run."""
+    return run_view.operands[len(run_view.operands) - 1]
+
+
+def _address_operands(access) -> list[ir.Value]:
+    """What the address of `access` is made of: its indices and the operands of the views it goes through."""
+    at = _memref_position(access)
+    values, view = list(access.operands[at + 1:]), access.operands[at].owner
+    while isinstance(view, ir.OpView) and view.name == "memref.subview":
+        values += list(view.operands[1:])
+        view = view.operands[0].owner
+    return values
+
+
+def _thread_dependence() -> Callable[[ir.Value], bool]:
+    """A memoized test: whether a value is computed from gpu.thread_id."""
+    known: dict = {}
+
+    def depends(value: ir.Value) -> bool:
+        owner = value.owner
+        if not isinstance(owner, ir.OpView):
+            return False
+        if owner not in known:
+            known[owner] = owner.name == "gpu.thread_id" or any(depends(v) for v in owner.operands)
+        return known[owner]
+    return depends
+
+
+def _interleave(access, run_view, vector_bytes: int, threads: int) -> None:
+    """Replace `access` (a whole run of W columns through `run_view`) by its W / V vectors, the j-th at
+    column (j threads + thread_id.x) V instead of thread_id.x W + j V."""
+    at = _memref_position(access)
+    whole = ir.VectorType(access.operands[0].type if at else access.results[0].type)
+    element, width = whole.element_type, whole.shape[0]
+    lanes = vector_bytes * 8 // element.width
+    tid = _run_start(run_view).owner.operands[0]
+    run_type = ir.MemRefType(run_view.results[0].type)
+    part_type = ir.MemRefType.get([*run_type.shape[:-1], lanes], element, run_type.layout,
+                                  memory_space=run_type.memory_space)
+    part_vector = ir.VectorType.get([lanes], element)
+    offsets, sizes, strides = (list(ir.DenseI64ArrayAttr(run_view.attributes[f"static_{k}"]))
+                               for k in ("offsets", "sizes", "strides"))
+    index = ir.IndexType.get()
+    with ir.InsertionPoint(access), access.location:
+        zeros = [arith_dialect.ConstantOp(index, 0).result] * part_type.rank
+        parts = []
+        for j in range(width // lanes):
+            column = ir.Operation.create("affine.apply", results=[index], operands=[tid], attributes={
+                "map": ir.AffineMapAttr.get(ir.AffineMap.get(0, 1, [
+                    ir.AffineSymbolExpr.get(0) * lanes + j * lanes * threads]))}).results[0]
+            parts.append(memref_dialect.SubViewOp(part_type, run_view.operands[0], [*list(run_view.operands)[1:-1], column],
+                                                  [], [], offsets, [*sizes[:-1], lanes], strides).result)
+        if at:
+            for j, part in enumerate(parts):
+                piece = vector_dialect.extract_strided_slice(part_vector, access.operands[0], [j * lanes], [lanes], [1])
+                vector_dialect.store(piece, part, zeros)
+        else:
+            value = arith_dialect.ConstantOp(whole, ir.DenseElementsAttr.get_splat(
+                whole, ir.FloatAttr.get(element, 0.0) if isinstance(element, ir.FloatType)
+                else ir.IntegerAttr.get(element, 0))).result
+            for j, part in enumerate(parts):
+                value = vector_dialect.insert_strided_slice(vector_dialect.load(part_vector, part, zeros), value,
+                                                            [j * lanes], [1])
+            access.results[0].replace_all_uses_with(value)
+    access.erase()
+
+
 WARP_SIZE = 32
 THREAD_BELOW = 6  # arith.cmpi predicate ult: `thread_id.x < bound` guards a merge step's threads
 WARP_COMBINE = {"add": arith_dialect.AddFOp, "mul": arith_dialect.MulFOp, "maximumf": arith_dialect.MaximumFOp,

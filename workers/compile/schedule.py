@@ -77,6 +77,7 @@ class Kernel:
     partial: bool = False
     min_blocks_per_sm: int = 0  # the schedule's (.minnctapersm)
     warp_merge: bool = False  # the schedule's (mlir.merge_in_a_warp)
+    interleave_columns: bool = False  # the schedule's (mlir.interleave_thread_columns)
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
@@ -603,6 +604,9 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     if schedule.warp_merge and not (schedule.block_reduction or schedule.row_kernel):
         raise ScheduleError(f"op {op.index}: warp_merge merges the partials of a block reduction: it needs "
                             "block_reduction or row_kernel")
+    if schedule.interleave_columns and not schedule.row_kernel:
+        raise ScheduleError(f"op {op.index}: interleave_columns interleaves the columns of a row kernel's threads: "
+                            "it needs row_kernel")
     members = [g.anchor] + ([g.producer] if g.producer is not None else [])
     if schedule.img2col:
         op = img2col_op(op)  # raises ScheduleError for a non-conv op
@@ -771,7 +775,9 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
                      max_reductions: int = ROW_KERNEL_MAX_REDUCTIONS) -> ScheduleParams:
     """A copy of `params` where each row pipeline (row_kernel_members) of at most `max_reductions`
     reductions is one kernel of row_kernel_threads(columns) threads per row, its ops losing their own
-    schedules; its merges end in warp shuffles unless a reduction is in f64."""
+    schedules; its merges end in warp shuffles unless a reduction is in f64; its threads' columns are
+    interleaved where each thread's share is a whole number (above one) of 128-bit vectors (softmax over
+    rows of 8192 f32 1.14x, layernorm 1.23x on the H200: schedule_sweep_h200.md run 20)."""
     new = ScheduleParams.from_dict(params.to_dict())
     taken: set[int] = set()
     for f in reversed(facts):
@@ -780,20 +786,32 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
         if members is None or sum(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members) > max_reductions:
             continue
         taken.update(members)
-        columns = f.info.loop_ranges[1]
+        columns, threads = f.info.loop_ranges[1], row_kernel_threads(f.info.loop_ranges[1])
         reductions = [facts[m].info for m in members if facts[m].info.iterator_types == ROW_LOOPS[1]]
+        vector = elementwise_vector_width(f.info)
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
         new.ops.append(OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0],
-                                  vectorize=True, row_kernel=row_kernel_threads(columns),
-                                  warp_merge=all(r.dtype != "f64" for r in reductions)))
+                                  vectorize=True, row_kernel=threads,
+                                  warp_merge=all(r.dtype != "f64" for r in reductions),
+                                  interleave_columns=vector > 1 and (columns // threads) % vector == 0
+                                  and columns // threads > vector))
     new.ops.sort(key=lambda s: s.op_index)
     return new
 
 
+ROW_KERNEL_COLUMNS = 16  # columns per thread of a v0 row kernel
+ROW_KERNEL_MIN_THREADS = 128  # threads per row of a v0 row kernel over short rows, at least 8 columns each
+
+
 def row_kernel_threads(columns: int) -> int:
-    """Threads per row of a v0 row kernel: 8 columns each, up to 1024 (softmax over rows of 8192 on the
-    H200: 1024 threads 178.6 us, 512 210.9 us, 256 339.4 us; schedule_sweep_h200.md runs 5 and 6)."""
-    return _largest_divisor_at_most(columns, max(min(columns // 8, MAX_THREADS), 1))
+    """Threads per row of a v0 row kernel: ROW_KERNEL_COLUMNS columns each, up to 1024; rows of up to
+    1024 columns keep the ROW_KERNEL_MIN_THREADS (8 columns each, or all columns) that v0 gave them before
+    (not measured since). With interleaved columns, over rows of 8192 f32 on the H200
+    (schedule_sweep_h200.md run 20): softmax 1024 threads 141.8 us, 512 132.2, 256 133.5; layernorm
+    133.0, 132.2, 134.5. (With a run of columns per thread 1024 threads were the fastest: softmax
+    178.6 us, 512 210.9, 256 339.4; runs 5 and 6.)"""
+    wanted = max(columns // ROW_KERNEL_COLUMNS, min(ROW_KERNEL_MIN_THREADS, columns // 8))
+    return _largest_divisor_at_most(columns, max(min(wanted, MAX_THREADS), 1))
 
 
 def block_reduction_threads(extent: int) -> int:
@@ -843,7 +861,8 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
             partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction, s))
             placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, True, s.min_blocks_per_sm)))
         placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block,
-                                              min_blocks_per_sm=s.min_blocks_per_sm, warp_merge=s.warp_merge)))
+                                              min_blocks_per_sm=s.min_blocks_per_sm, warp_merge=s.warp_merge,
+                                              interleave_columns=s.interleave_columns)))
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
