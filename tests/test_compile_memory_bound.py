@@ -516,11 +516,21 @@ def test_v0_row_kernels_interleave_their_threads_vectors(row_compiled, tmp_path,
     assert _access_offsets(plain_body) and all(offsets == [0, 16, 32, 48] for offsets in _access_offsets(plain_body))
 
 
-def test_interleave_columns_needs_a_row_kernel(tmp_path):
-    job = tmp_path / "reduce_sum_large"
-    lower_model(str(MODELS["reduce_sum_large"]), str(job))
+def test_interleave_columns_needs_a_row_kernel_or_block_reduction(tmp_path):
+    job = tmp_path / "elementwise_large"
+    lower_model(str(MODELS["elementwise_large"]), str(job))
     facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
     params = initial_params_for(facts)
     params.ops[0].interleave_columns = True
     refused = compile_iteration(str(job), 0, params)
-    assert not refused.ok and refused.stage == "schedule" and "it needs row_kernel" in refused.error, refused.error
+    assert not refused.ok and refused.stage == "schedule" and "it needs row_kernel or block_reduction" in refused.error
+
+
+def test_v0_block_reduction_interleaves_its_threads_vectors(compiled):
+    """The row sum over rows of 8192 f32 (one block reduction of 512 threads, 16 columns each): a thread's
+    four 128-bit loads lie 512 x 16 bytes apart."""
+    result, config, bodies, params = compiled["reduce_sum_large"]
+    ((schedule,),) = [[s for s in params.ops if s.block_reduction]]
+    assert schedule.interleave_columns and schedule.block_reduction == 512
+    (body,) = bodies.values()
+    assert _access_offsets(body) == [[j * 512 * 16 for j in range(4)]]

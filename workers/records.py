@@ -117,9 +117,10 @@ class OpSchedule(JsonRecord):
     # their partials in groups before storing them, and the warp that merges those combines its 32
     # values itself instead of writing them to shared memory for one thread after another barrier
     warp_merge: bool = False
-    # a row kernel's threads read and write their columns interleaved: thread t's j-th 128-bit vector at
-    # column (j threads + t) x the vector's width instead of in one run of its own, so that a warp-wide
-    # access covers neighbouring columns (mlir.interleave_thread_columns)
+    # a row kernel's (or block reduction's) threads read and write their columns interleaved: thread t's
+    # j-th 128-bit vector at column (j threads + t) x the vector's width instead of in one run of its own,
+    # so that a warp-wide access covers neighbouring columns (mlir.interleave_thread_columns); only where
+    # each thread reads one run of whole vectors, more than one (schedule.interleaved_columns)
     interleave_columns: bool = False
 
 

@@ -584,8 +584,8 @@ def reuse_reads(module: ir.Module) -> None:
 
 
 def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes: int) -> None:
-    """In the kernels named in `kernels` (schedule knob interleave_columns: a row kernel of T threads,
-    thread t owning the run of W columns from t W of each row it reads or writes), thread t's j-th
+    """In the kernels named in `kernels` (schedule knob interleave_columns: a row kernel or block reduction
+    of T threads, thread t owning the run of W columns from t W of each row it reads or writes), thread t's j-th
     vector of V columns (`vector_bytes` of them) moves to column (j T + t) V: each warp-wide access then
     covers 32 V neighbouring columns (512 bytes of f32) instead of one vector in every W, which held a
     LayerNorm over rows of 8192 f32 at 0.67x of copy bandwidth (0.94x interleaved, on the H200:
@@ -609,13 +609,19 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
         threads = ir.DenseI32ArrayAttr(kernel.attributes["known_block_size"])[0] \
             if "known_block_size" in kernel.attributes else 0
         depends = _thread_dependence()
-        if not moved or len(widths) != 1 or not threads \
+        lanes = {vector_bytes * 8 // ir.VectorType(_accessed_vector(access)).element_type.width for access, _ in moved}
+        if not moved or len(widths) != 1 or len(lanes) != 1 or min(widths) % min(lanes) or not threads \
                 or any(depends(v) for access, _ in others for v in _address_operands(access)) \
                 or any(depends(v) for _, view in moved for v in list(view.operands)[1:-1]):
-            raise MlirError(f"interleave_columns: kernel {name} has no thread runs that each of its global "
+            raise MlirError(f"interleave_columns: kernel {name} has no thread runs of whole vectors that each of its global "
                             "accesses depending on the thread reads or writes whole in one vector")
         for access, view in moved:
             _interleave(access, view, vector_bytes, threads)
+
+
+def _accessed_vector(access) -> ir.Type:
+    """The type of the vector that a vector.load reads or a vector.store writes."""
+    return access.operands[0].type if access.name == "vector.store" else access.results[0].type
 
 
 def _memref_position(access) -> int:
@@ -645,7 +651,7 @@ def _whole_run_view(access, runs: dict) -> ir.OpView | None:
     if access.name not in ("vector.load", "vector.store"):
         return None
     at = _memref_position(access)
-    vector = ir.VectorType(access.operands[0].type if at else access.results[0].type)
+    vector = ir.VectorType(_accessed_vector(access))
     if vector.rank != 1 or not all(_is_constant_zero(i) for i in access.operands[at + 1:]):
         return None
     view = access.operands[at].owner
@@ -694,7 +700,7 @@ def _interleave(access, run_view, vector_bytes: int, threads: int) -> None:
     """Replace `access` (a whole run of W columns through `run_view`) by its W / V vectors, the j-th at
     column (j threads + thread_id.x) V instead of thread_id.x W + j V."""
     at = _memref_position(access)
-    whole = ir.VectorType(access.operands[0].type if at else access.results[0].type)
+    whole = ir.VectorType(_accessed_vector(access))
     element, width = whole.element_type, whole.shape[0]
     lanes = vector_bytes * 8 // element.width
     tid = _run_start(run_view).owner.operands[0]

@@ -604,9 +604,9 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     if schedule.warp_merge and not (schedule.block_reduction or schedule.row_kernel):
         raise ScheduleError(f"op {op.index}: warp_merge merges the partials of a block reduction: it needs "
                             "block_reduction or row_kernel")
-    if schedule.interleave_columns and not schedule.row_kernel:
-        raise ScheduleError(f"op {op.index}: interleave_columns interleaves the columns of a row kernel's threads: "
-                            "it needs row_kernel")
+    if schedule.interleave_columns and not (schedule.row_kernel or schedule.block_reduction):
+        raise ScheduleError(f"op {op.index}: interleave_columns interleaves the columns that the threads of a row "
+                            "kernel or block reduction share: it needs row_kernel or block_reduction")
     members = [g.anchor] + ([g.producer] if g.producer is not None else [])
     if schedule.img2col:
         op = img2col_op(op)  # raises ScheduleError for a non-conv op
@@ -745,9 +745,10 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) 
         return None
     threads = block_reduction_threads(extent)
     per_thread = extent // threads
+    reduction_tile = _largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
-                      block_reduction=threads, vectorize=True,
-                      reduction_tile=_largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
+                      block_reduction=threads, vectorize=True, reduction_tile=reduction_tile,
+                      interleave_columns=True)
 
 
 def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
@@ -775,9 +776,9 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
                      max_reductions: int = ROW_KERNEL_MAX_REDUCTIONS) -> ScheduleParams:
     """A copy of `params` where each row pipeline (row_kernel_members) of at most `max_reductions`
     reductions is one kernel of row_kernel_threads(columns) threads per row, its ops losing their own
-    schedules; its merges end in warp shuffles unless a reduction is in f64; its threads' columns are
-    interleaved where each thread's share is a whole number (above one) of 128-bit vectors (softmax over
-    rows of 8192 f32 1.14x, layernorm 1.23x on the H200: schedule_sweep_h200.md run 20)."""
+    schedules; its merges end in warp shuffles unless a reduction is in f64; its threads' columns
+    interleaved (interleaved_columns: softmax over rows of 8192 f32 1.14x, layernorm 1.23x on the H200,
+    schedule_sweep_h200.md run 20)."""
     new = ScheduleParams.from_dict(params.to_dict())
     taken: set[int] = set()
     for f in reversed(facts):
@@ -786,17 +787,32 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
         if members is None or sum(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members) > max_reductions:
             continue
         taken.update(members)
-        columns, threads = f.info.loop_ranges[1], row_kernel_threads(f.info.loop_ranges[1])
+        columns = f.info.loop_ranges[1]
         reductions = [facts[m].info for m in members if facts[m].info.iterator_types == ROW_LOOPS[1]]
-        vector = elementwise_vector_width(f.info)
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
         new.ops.append(OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0],
-                                  vectorize=True, row_kernel=threads,
+                                  vectorize=True, row_kernel=row_kernel_threads(columns),
                                   warp_merge=all(r.dtype != "f64" for r in reductions),
-                                  interleave_columns=vector > 1 and (columns // threads) % vector == 0
-                                  and columns // threads > vector))
+                                  interleave_columns=True))
     new.ops.sort(key=lambda s: s.op_index)
     return new
+
+
+def interleaved_columns(schedule: OpSchedule, op: OpInfo) -> bool:
+    """Whether the kernel of `schedule` (anchor `op`) interleaves its threads' columns: interleave_columns
+    is on, and each thread of the row kernel or block reduction (without reduction_tile, over the innermost
+    loop) reads one run of columns that is more than one 128-bit vector, in whole vectors. Elsewhere the
+    knob changes nothing (a thread's one vector is interleaved already)."""
+    if not schedule.interleave_columns:
+        return False
+    if schedule.row_kernel:
+        columns = op.loop_ranges[1] // schedule.row_kernel
+    elif schedule.block_reduction and not schedule.reduction_tile and op.iterator_types[-1] == "reduction":
+        columns = reduction_extents(op)[0] // schedule.block_reduction
+    else:
+        return False
+    vector = VECTOR_BYTES // ELEMENT_BYTES.get(op.dtype, VECTOR_BYTES)
+    return vector > 1 and columns % vector == 0 and columns > vector
 
 
 ROW_KERNEL_COLUMNS = 16  # columns per thread of a v0 row kernel
@@ -862,7 +878,7 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
             placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, True, s.min_blocks_per_sm)))
         placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block,
                                               min_blocks_per_sm=s.min_blocks_per_sm, warp_merge=s.warp_merge,
-                                              interleave_columns=s.interleave_columns)))
+                                              interleave_columns=interleaved_columns(s, facts[g.anchor].info))))
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
