@@ -89,16 +89,14 @@ REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reduct
                       for n in (128, 256, 512, 1024)] + \
     [Variant("block reduction 128, merges ended in warp shuffles", "reduction", {"warp_merge": True},
              block_reductions=128, reductions="block")]
-# v0: softmax and layernorm each in one row kernel of 1024 threads per row of 8192, merges ended in warp
-# shuffles (1.07x on softmax, run 14); two-step merges, 512 and 256 threads per row and a kernel per
-# reduction all lost (run 18). Under ncu layernorm's v0 keeps DRAM 65.7% busy (perf_targets_h200.md run
-# 17): two rows per SM, each block's merges leaving the memory idle. 512 threads per row took 44
-# registers, so also two blocks per SM; capped at 32 (16 bytes of spill) four fit, four rows in flight;
-# 256 threads per row at 64 registers also four.
+# v0: softmax and layernorm each in one row kernel of 512 threads per row of 8192, their 128-bit vectors
+# interleaved across the block (run 20: 1.14x and 1.23x over a run of columns per thread, which had held
+# every variant with more columns per thread back, runs 18-19), merges ended in warp shuffles (1.07x on
+# softmax, run 14); two-step merges and a kernel per reduction lost (runs 18-20).
 ROW_VARIANTS = [
     Variant("two-step merges (no warp shuffles)", "reduction", {"warp_merge": False}),
     Variant("a run of columns per thread (not interleaved)", "reduction", {"interleave_columns": False}),
-    Variant("512 threads per row", "reduction", {"row_kernel": 512}, row_kernel_reductions=3),
+    Variant("1024 threads per row", "reduction", {"row_kernel": 1024}, row_kernel_reductions=3),
     Variant("512 threads per row, 4 blocks per SM", "reduction", {"row_kernel": 512, "min_blocks_per_sm": 4},
             row_kernel_reductions=3),
     Variant("256 threads per row", "reduction", {"row_kernel": 256}, row_kernel_reductions=3),

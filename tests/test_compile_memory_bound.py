@@ -453,7 +453,7 @@ def _columns_of(access, threads: int) -> list[list[int]]:
     text = str(offset.owner.attributes["map"])
     scale, constant = (int(n) for n in re.fullmatch(r"affine_map<\(\)\[s0\] -> \(s0 \* (\d+)(?: \+ (\d+))?\)>", text)
                        .groups(default="0"))
-    lanes = mlir.ir.VectorType((access.operands[0] if access.name == "vector.store" else access.results[0]).type).shape[0]
+    lanes = mlir.ir.VectorType(mlir._accessed_vector(access)).shape[0]
     return [[t * scale + constant + i for i in range(lanes)] for t in range(threads)]
 
 

@@ -613,8 +613,8 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
         if not moved or len(widths) != 1 or len(lanes) != 1 or min(widths) % min(lanes) or not threads \
                 or any(depends(v) for access, _ in others for v in _address_operands(access)) \
                 or any(depends(v) for _, view in moved for v in list(view.operands)[1:-1]):
-            raise MlirError(f"interleave_columns: kernel {name} has no thread runs of whole vectors that each of its global "
-                            "accesses depending on the thread reads or writes whole in one vector")
+            raise MlirError(f"interleave_columns: kernel {name} has no thread runs of whole vectors that each "
+                            "of its global accesses depending on the thread reads or writes whole in one vector")
         for access, view in moved:
             _interleave(access, view, vector_bytes, threads)
 
@@ -632,7 +632,8 @@ def _thread_run_width(apply) -> int:
     """W where `apply` is `affine.apply ()[s0] -> (s0 * W)` of thread_id.x (the start of a thread's run of
     W columns), else 0."""
     tid = apply.operands[0].owner if len(apply.operands) == 1 else None
-    if not isinstance(tid, ir.OpView) or tid.name != "gpu.thread_id" or str(tid.attributes["dimension"]) != "#gpu<dim x>":
+    if not isinstance(tid, ir.OpView) or tid.name != "gpu.thread_id" \
+            or str(tid.attributes["dimension"]) != "#gpu<dim x>":
         return 0
     head, _, width = str(ir.AffineMapAttr(apply.attributes["map"]).value).rpartition(" * ")
     return int(width[:-1]) if head == "()[s0] -> (s0" and width[:-1].isdigit() and int(width[:-1]) > 1 else 0
@@ -640,8 +641,8 @@ def _thread_run_width(apply) -> int:
 
 def _is_constant_zero(value: ir.Value) -> bool:
     owner = value.owner
-    return isinstance(owner, ir.OpView) and owner.name == "arith.constant" and value.type.typeid == ir.IndexType.static_typeid \
-        and ir.IntegerAttr(owner.attributes["value"]).value == 0
+    return isinstance(owner, ir.OpView) and owner.name == "arith.constant" \
+        and value.type.typeid == ir.IndexType.static_typeid and ir.IntegerAttr(owner.attributes["value"]).value == 0
 
 
 def _whole_run_view(access, runs: dict) -> ir.OpView | None:
@@ -660,8 +661,9 @@ def _whole_run_view(access, runs: dict) -> ir.OpView | None:
             offsets, sizes, strides = (list(ir.DenseI64ArrayAttr(view.attributes[f"static_{k}"]))
                                        for k in ("offsets", "sizes", "strides"))
             dynamic = offsets.count(ir.ShapedType.get_dynamic_stride_or_offset())
+            start = _run_start(view)
             whole = len(view.operands) == 1 + dynamic and offsets[-1] == ir.ShapedType.get_dynamic_stride_or_offset() \
-                and _run_start(view) in runs and sizes[-1] == runs[_run_start(view)] == vector.shape[0] and strides[-1] == 1
+                and start in runs and sizes[-1] == runs[start] == vector.shape[0] and strides[-1] == 1
             return view if whole else None
         view = view.operands[0].owner
     return None
@@ -718,8 +720,9 @@ def _interleave(access, run_view, vector_bytes: int, threads: int) -> None:
             column = ir.Operation.create("affine.apply", results=[index], operands=[tid], attributes={
                 "map": ir.AffineMapAttr.get(ir.AffineMap.get(0, 1, [
                     ir.AffineSymbolExpr.get(0) * lanes + j * lanes * threads]))}).results[0]
-            parts.append(memref_dialect.SubViewOp(part_type, run_view.operands[0], [*list(run_view.operands)[1:-1], column],
-                                                  [], [], offsets, [*sizes[:-1], lanes], strides).result)
+            dynamic_offsets = [*list(run_view.operands)[1:-1], column]
+            parts.append(memref_dialect.SubViewOp(part_type, run_view.operands[0], dynamic_offsets, [], [], offsets,
+                                                  [*sizes[:-1], lanes], strides).result)
         if at:
             for j, part in enumerate(parts):
                 piece = vector_dialect.extract_strided_slice(part_vector, access.operands[0], [j * lanes], [lanes], [1])
