@@ -606,8 +606,7 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
                 view = _whole_run_view(access, runs)
                 (moved if view is not None else others).append((access, view))
         widths = {runs[_run_start(view)] for _, view in moved}
-        threads = ir.DenseI32ArrayAttr(kernel.attributes["known_block_size"])[0] \
-            if "known_block_size" in kernel.attributes else 0
+        threads = _known_block_size(kernel)[0]
         depends = _thread_dependence()
         lanes = {vector_bytes * 8 // ir.VectorType(_accessed_vector(access)).element_type.width for access, _ in moved}
         if not moved or len(widths) != 1 or len(lanes) != 1 or min(widths) % min(lanes) or not threads \
@@ -616,7 +615,7 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
             raise MlirError(f"interleave_columns: kernel {name} has no thread runs of whole vectors that each "
                             "of its global accesses depending on the thread reads or writes whole in one vector")
         for access, view in moved:
-            _interleave(access, view, vector_bytes, threads)
+            _interleave(access, view, min(lanes), threads)
 
 
 def _accessed_vector(access) -> ir.Type:
@@ -631,9 +630,7 @@ def _memref_position(access) -> int:
 def _thread_run_width(apply) -> int:
     """W where `apply` is `affine.apply ()[s0] -> (s0 * W)` of thread_id.x (the start of a thread's run of
     W columns), else 0."""
-    tid = apply.operands[0].owner if len(apply.operands) == 1 else None
-    if not isinstance(tid, ir.OpView) or tid.name != "gpu.thread_id" \
-            or str(tid.attributes["dimension"]) != "#gpu<dim x>":
+    if len(apply.operands) != 1 or not _is_thread_id_x(apply.operands[0]):
         return 0
     head, _, width = str(ir.AffineMapAttr(apply.attributes["map"]).value).rpartition(" * ")
     return int(width[:-1]) if head == "()[s0] -> (s0" and width[:-1].isdigit() and int(width[:-1]) > 1 else 0
@@ -698,13 +695,12 @@ def _thread_dependence() -> Callable[[ir.Value], bool]:
     return depends
 
 
-def _interleave(access, run_view, vector_bytes: int, threads: int) -> None:
-    """Replace `access` (a whole run of W columns through `run_view`) by its W / V vectors, the j-th at
-    column (j threads + thread_id.x) V instead of thread_id.x W + j V."""
+def _interleave(access, run_view, lanes: int, threads: int) -> None:
+    """Replace `access` (a whole run of W columns through `run_view`) by its W / V vectors of V = `lanes`
+    elements, the j-th at column (j threads + thread_id.x) V instead of thread_id.x W + j V."""
     at = _memref_position(access)
     whole = ir.VectorType(_accessed_vector(access))
     element, width = whole.element_type, whole.shape[0]
-    lanes = vector_bytes * 8 // element.width
     tid = _run_start(run_view).owner.operands[0]
     run_type = ir.MemRefType(run_view.results[0].type)
     part_type = ir.MemRefType.get([*run_type.shape[:-1], lanes], element, run_type.layout,
@@ -760,8 +756,7 @@ def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> None:
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
         if name not in kernels:
             continue
-        known = "known_block_size" in kernel.attributes
-        x, y, z = ir.DenseI32ArrayAttr(kernel.attributes["known_block_size"]) if known else (0, 0, 0)
+        x, y, z = _known_block_size(kernel)
         lasts = [op for op in _ops_named(kernel, "scf.if") if _thread_below(op.operands[0], 1)
                  and op.operation.parent.name == "gpu.func"]  # every thread of the block reaches it
         rewritten = [_merge_in_a_warp(last) for last in lasts] if x % WARP_SIZE == 0 and y == z == 1 else []
@@ -777,9 +772,22 @@ def _thread_below(value: ir.Value, bound: int) -> bool:
             or ir.IntegerAttr(cmp.attributes["predicate"]).value != THREAD_BELOW:
         return False
     tid, limit = cmp.operands
-    return isinstance(tid.owner, ir.OpView) and tid.owner.name == "gpu.thread_id" \
-        and str(tid.owner.attributes["dimension"]) == "#gpu<dim x>" and isinstance(limit.owner, ir.OpView) \
+    return _is_thread_id_x(tid) and isinstance(limit.owner, ir.OpView) \
         and limit.owner.name == "arith.constant" and ir.IntegerAttr(limit.owner.attributes["value"]).value == bound
+
+
+def _is_thread_id_x(value: ir.Value) -> bool:
+    """`value` is `gpu.thread_id x`."""
+    return isinstance(value.owner, ir.OpView) and value.owner.name == "gpu.thread_id" \
+        and str(value.owner.attributes["dimension"]) == "#gpu<dim x>"
+
+
+def _known_block_size(kernel) -> tuple[int, int, int]:
+    """A gpu.func's known_block_size, or (0, 0, 0) where it has none."""
+    if "known_block_size" not in kernel.attributes:
+        return 0, 0, 0
+    x, y, z = ir.DenseI32ArrayAttr(kernel.attributes["known_block_size"])
+    return x, y, z
 
 
 def _root_alloc(value: ir.Value):

@@ -187,6 +187,11 @@ VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
 ELEMENTWISE_VECTORS = 2
 
 
+def vector_elements(dtype: str) -> int:
+    """Elements of `dtype` in one 128-bit access (1 where the dtype is unknown)."""
+    return VECTOR_BYTES // ELEMENT_BYTES.get(dtype, VECTOR_BYTES)
+
+
 def elementwise_vector_width(op: OpInfo) -> int:
     """Elements of one 128-bit access along an elementwise op's innermost loop (1 where that loop is
     not the innermost dim, the dtype is unknown or the extent is not a multiple). Kernel pointer
@@ -195,7 +200,7 @@ def elementwise_vector_width(op: OpInfo) -> int:
     ranges, iters = op.loop_ranges, op.iterator_types
     if not ranges or iters[-1] != "parallel" or "reduction" in iters:
         return 1
-    width = VECTOR_BYTES // ELEMENT_BYTES.get(op.dtype, VECTOR_BYTES)
+    width = vector_elements(op.dtype)
     return width if width > 1 and ranges[-1] % width == 0 and ranges[-1] >= width * 8 else 1
 
 
@@ -745,10 +750,9 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) 
         return None
     threads = block_reduction_threads(extent)
     per_thread = extent // threads
-    reduction_tile = _largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
-                      block_reduction=threads, vectorize=True, reduction_tile=reduction_tile,
-                      interleave_columns=True)
+                      block_reduction=threads, vectorize=True, interleave_columns=True,
+                      reduction_tile=_largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
 
 
 def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
@@ -811,7 +815,7 @@ def interleaved_columns(schedule: OpSchedule, op: OpInfo) -> bool:
         columns = reduction_extents(op)[0] // schedule.block_reduction
     else:
         return False
-    vector = VECTOR_BYTES // ELEMENT_BYTES.get(op.dtype, VECTOR_BYTES)
+    vector = vector_elements(op.dtype)
     return vector > 1 and columns % vector == 0 and columns > vector
 
 
