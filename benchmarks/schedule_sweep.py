@@ -104,6 +104,17 @@ ROW_VARIANTS = [
             row_kernel_reductions=3),
     Variant("a kernel per reduction", reductions="block"),
 ]
+# cache operators (cache_streaming) other than v0's: .cs streams loads and/or stores (evict-first in L1
+# and L2); run 22: the row sum's loads 1.01x (now v0's, as Inductor's evict_first loads), every other
+# line's lost (the row kernels' 4-18%, the elementwise chain's 2%), stores neutral
+STREAMING = {"none": "default cache operators (.ca loads)", "loads": "loads streamed (.cs)",
+             "stores": "stores streamed (.cs)", "all": "loads and stores streamed (.cs)"}
+
+
+def streaming_variants(family: str, v0: str = "none") -> list[Variant]:
+    return [Variant(name, family, {"cache_streaming": knob}) for knob, name in STREAMING.items() if knob != v0]
+
+
 # the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 112 pixels (two output rows) x
 # 64 channels per block (1.14x over 56, run 14), 8 channels x 8 pixels per thread, K steps of 9
 IMG2COL_VARIANTS = [
@@ -122,8 +133,10 @@ class Sweep:
 
 
 SWEEPS = {
-    "softmax_large": Sweep(MODELS / "softmax_large.py", ROW_VARIANTS),
-    "layernorm_large": Sweep(MODELS / "layernorm_large.py", ROW_VARIANTS),
+    "softmax_large": Sweep(MODELS / "softmax_large.py", ROW_VARIANTS + streaming_variants("reduction")),
+    "layernorm_large": Sweep(MODELS / "layernorm_large.py", ROW_VARIANTS + streaming_variants("reduction")),
+    "reduce_sum_large": Sweep(MODELS / "reduce_sum_large.py", streaming_variants("reduction", v0="loads")),
+    "elementwise_large": Sweep(MODELS / "elementwise_large.py", streaming_variants("elementwise")),
     "matmul4096_f16": Sweep(MODELS / "matmul4096_f16.py", MMA_VARIANTS),
     "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),
     "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),

@@ -28,6 +28,7 @@ MODELS = {
     "reduce_mean": ROOT / "tests" / "data" / "zoo" / "reduce_mean.py",
     "elementwise_chain": ROOT / "tests" / "data" / "zoo" / "elementwise_chain.py",
     "rownorm_f64": ROOT / "tests" / "data" / "models" / "rownorm_f64.py",
+    "weighted_row_sum": ROOT / "tests" / "data" / "models" / "weighted_row_sum.py",
 }
 H200_SMS = 132
 
@@ -83,7 +84,7 @@ def loop_bodies(body: str) -> list[str]:
 
 
 def vector_loads(body: str) -> int:
-    return len(re.findall(r"ld\.global(?:\.nc)?\.v4\.(?:b32|f32)", body))
+    return len(re.findall(r"ld\.global(?:\.nc|\.cs)?\.v4\.(?:b32|f32)", body))
 
 
 def vector_stores(body: str) -> int:
@@ -91,7 +92,7 @@ def vector_stores(body: str) -> int:
 
 
 def scalar_accesses(body: str) -> int:
-    return len(re.findall(r"(?:ld|st)\.global(?:\.nc)?\.(?:b32|f32)\b", body))
+    return len(re.findall(r"(?:ld|st)\.global(?:\.nc|\.cs)?\.(?:b32|f32)\b", body))
 
 
 def test_elementwise_chain_is_one_kernel_of_128_bit_accesses_over_many_waves(compiled):
@@ -490,7 +491,7 @@ def test_interleaving_refuses_a_run_read_in_part():
 def _access_offsets(body: str) -> list[list[int]]:
     """The byte offsets of the 128-bit global loads and stores from each base register, per register."""
     by_base: dict[str, list[int]] = {}
-    for base, offset in re.findall(r"(?:ld|st)\.global(?:\.nc)?\.v4\.\w+\s+[^\[]*\[(%rd\d+)(?:\+(\d+))?\]", body):
+    for base, offset in re.findall(r"(?:ld|st)\.global(?:\.nc|\.cs)?\.v4\.\w+\s+[^\[]*\[(%rd\d+)(?:\+(\d+))?\]", body):
         by_base.setdefault(base, []).append(int(offset or 0))
     return sorted(sorted(offsets) for offsets in by_base.values())
 
@@ -534,3 +535,27 @@ def test_v0_block_reduction_interleaves_its_threads_vectors(compiled):
     assert schedule.interleave_columns and schedule.block_reduction == 512
     (body,) = bodies.values()
     assert _access_offsets(body) == [[j * 512 * 16 for j in range(4)]]
+
+
+def test_v0_streams_the_loads_of_block_reductions_that_read_each_element_once(compiled, row_compiled):
+    """cache_streaming: v0's row sum (a block reduction reading each element once) loads with .cs
+    (evict-first in L1 and L2) and stores its sums as before; a block reduction whose fused producer
+    reads a weight every row shares, the row kernels (softmax, layernorm) and the elementwise chain keep
+    the default cache operators."""
+    (body,) = compiled["reduce_sum_large"][2].values()
+    assert re.findall(r"(?:ld|st)\.global\S*", body) == ["ld.global.cs.v4.b32"] * 4 + ["st.global.b32"]
+    ((schedule,),) = [[s for s in compiled["weighted_row_sum"][3].ops if s.block_reduction]]
+    assert schedule.cache_streaming == "none"
+    for jobs, name in ((compiled, "weighted_row_sum"), (compiled, "elementwise_large"),
+                       (row_compiled, "softmax_large"), (row_compiled, "layernorm_large")):
+        assert all(re.findall(r"(?:ld|st)\.global", body) and ".cs" not in body for body in jobs[name][2].values())
+
+
+def test_cache_streaming_takes_only_known_operators(tmp_path):
+    job = tmp_path / "elementwise_large"
+    lower_model(str(MODELS["elementwise_large"]), str(job))
+    facts = analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
+    params = initial_params_for(facts)
+    params.ops[0].cache_streaming = "evict_last"
+    refused = compile_iteration(str(job), 0, params)
+    assert not refused.ok and refused.stage == "schedule" and "cache_streaming is one of none, loads" in refused.error

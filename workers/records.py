@@ -122,6 +122,9 @@ class OpSchedule(JsonRecord):
     # so that a warp-wide access covers neighbouring columns (mlir.interleave_thread_columns); only where
     # each thread reads one run of whole vectors, more than one (schedule.interleaved_columns)
     interleave_columns: bool = False
+    # cache operator of the kernel's global accesses (cache_hints.STREAMED): "loads", "stores" or "all"
+    # of them .cs (evict-first in L1 and L2: data read or written once), or "none" (the default, .ca/.wb)
+    cache_streaming: str = "none"
 
 
 def reduction_extents(op: OpInfo) -> list[int]:

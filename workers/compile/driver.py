@@ -10,6 +10,7 @@ import time
 from workers.atomic import write_bytes, write_text
 from workers.compile import mlir
 from workers.compile.analysis import analyze, prepared_payload
+from workers.compile.cache_hints import stream_global_accesses
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import VECTOR_BYTES, ScheduleError, emit_transform, initial_params_for
@@ -112,6 +113,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
             mlir.enable_tf32_mma(module)
         mlir.run_pipeline(module, pipeline.lowering)
         ptx = b"".join(mlir.ptx_of_binaries(module).values())
+    ptx = stream_global_accesses(ptx.decode(), {name: k.cache_streaming for name, k in by_name.items()}).encode()
     ptx_path = os.path.join(vdir, "kernels.ptx")
     write_bytes(ptx_path, ptx)
     result.stage = "ptxas"

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
+from workers.compile.cache_hints import STREAMED
 from workers.compile.pipeline import ANY, transform_module_head
 from workers.compile.tensor_core import (PIPELINE_SEQUENCE, WARP_SIZE, MmaPlan, emit_mma_contracts,
                                         emit_mma_group, emit_multibuffers, emit_pipelined_k_loop,
@@ -78,6 +79,7 @@ class Kernel:
     min_blocks_per_sm: int = 0  # the schedule's (.minnctapersm)
     warp_merge: bool = False  # the schedule's (mlir.merge_in_a_warp)
     interleave_columns: bool = False  # the schedule's (mlir.interleave_thread_columns)
+    cache_streaming: str = "none"  # the schedule's (cache_hints.stream_global_accesses)
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
@@ -612,6 +614,9 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     if schedule.interleave_columns and not (schedule.row_kernel or schedule.block_reduction):
         raise ScheduleError(f"op {op.index}: interleave_columns interleaves the columns that the threads of a row "
                             "kernel or block reduction share: it needs row_kernel or block_reduction")
+    if schedule.cache_streaming not in STREAMED:
+        raise ScheduleError(f"op {op.index}: cache_streaming is one of {', '.join(STREAMED)}, not "
+                            f"{schedule.cache_streaming!r}")
     members = [g.anchor] + ([g.producer] if g.producer is not None else [])
     if schedule.img2col:
         op = img2col_op(op)  # raises ScheduleError for a non-conv op
@@ -750,9 +755,15 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) 
         return None
     threads = block_reduction_threads(extent)
     per_thread = extent // threads
+    # a kernel that reads each input element once (no operand broadcast across its outputs, as a
+    # LayerNorm's weight is) streams its loads past the caches: the row sum 1.01x (evict-first, as
+    # Inductor's loads; schedule_sweep_h200.md run 22); the row kernels, whose weights and rows .cs
+    # evicts early, lost 4-18% with it there, and no kernel gained from streamed stores
+    read_once = all(all(facts[m].input_maps_identity) for m in (g.anchor, g.producer) if m is not None)
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
                       block_reduction=threads, vectorize=True, interleave_columns=True,
-                      reduction_tile=_largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
+                      reduction_tile=_largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0,
+                      cache_streaming="loads" if read_once else "none")
 
 
 def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
@@ -879,10 +890,12 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
         if s.split_reduction:
             member = _reduction_member(g, facts)
             partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction, s))
-            placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, True, s.min_blocks_per_sm)))
+            placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, True, s.min_blocks_per_sm,
+                                               cache_streaming=s.cache_streaming)))
         placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block,
                                               min_blocks_per_sm=s.min_blocks_per_sm, warp_merge=s.warp_merge,
-                                              interleave_columns=interleaved_columns(s, facts[g.anchor].info))))
+                                              interleave_columns=interleaved_columns(s, facts[g.anchor].info),
+                                              cache_streaming=s.cache_streaming)))
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
