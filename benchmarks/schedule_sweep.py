@@ -74,16 +74,16 @@ BF16_VARIANTS = [
 # matmul in 4 (run 18 and perf_targets_h200.md run 17). The variants split both matmuls in 2, 4 and 8.
 # The 256x1024 matmul, unsplit, keeps the L1 84% busy (2x2 per thread: 8 bytes loaded per FMA): one-warp
 # blocks of 4x4 per thread (half the bytes per FMA) split in 4 or 8 for warps (64 registers, no spill).
-# The f32 weights' transposes (4.8 and 3.8 us under ncu for 2 and 1 MB, perf_targets_h200.md run 17): one
-# element per thread reads W's columns; 4x4 per thread reads four 128-bit rows and writes four (a
-# transpose in registers), in blocks of 32x64
+# The f32 weights' transposes: v0 takes blocks of 32x64, 4x4 per thread reading four 128-bit rows and
+# writing four (a transpose in registers; 1.03x, run 19); the variant, v0 before, one element per thread
+# (4.8 and 3.8 us under ncu for 2 and 1 MB, perf_targets_h200.md run 17)
 SMALL_MATMUL_VARIANTS = [
     *(Variant(f"split-K {n} in chunks", "matmul", {"split_reduction": n, "reduction_tile": n}) for n in (2, 4, 8)),
     *(Variant(f"32x16 blocks of 4x4 per thread, split-K {n}", "matmul",
               {"block_tile": [32, 16], "thread_tile": [4, 4], "split_reduction": n, "reduction_tile": n})
       for n in (4, 8)),
-    Variant("weight transposes 4x4 per thread in 128-bit vectors", "copy",
-            {"block_tile": [32, 64], "thread_tile": [4, 4], "vectorize": True}),
+    Variant("weight transposes of one element per thread", "copy",
+            {"block_tile": [4, 64], "thread_tile": [1, 1], "vectorize": False}),
 ]
 REDUCTION_VARIANTS = [Variant(f"block reduction {n}", block_reductions=n, reductions="block")
                       for n in (128, 256, 512, 1024)] + \
@@ -136,7 +136,9 @@ SWEEPS = {
     "softmax_large": Sweep(MODELS / "softmax_large.py", ROW_VARIANTS + streaming_variants("reduction")),
     "layernorm_large": Sweep(MODELS / "layernorm_large.py", ROW_VARIANTS + streaming_variants("reduction")),
     "reduce_sum_large": Sweep(MODELS / "reduce_sum_large.py", streaming_variants("reduction", v0="loads")),
-    "elementwise_large": Sweep(MODELS / "elementwise_large.py", streaming_variants("elementwise")),
+    "elementwise_large": Sweep(MODELS / "elementwise_large.py", streaming_variants("elementwise") + [
+        Variant("a vector in each of two rows per thread", "elementwise", {"thread_tile": [2, 4]}),
+        Variant("a vector in each of four rows per thread", "elementwise", {"block_tile": [8, 256], "thread_tile": [4, 4]})]),
     "matmul4096_f16": Sweep(MODELS / "matmul4096_f16.py", MMA_VARIANTS),
     "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),
     "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),

@@ -125,6 +125,12 @@ def test_f32_linear_layers_keep_their_weight_transposes(compiled):
     assert result.kernel_families == ["copy", "matmul", "copy", "reduction", "matmul"]
     assert sorted(b.shape for b in config.buffers if b.role == "temporary") == \
         [[256, 256, 4], [256, 1024], [512, 1024], [1024, 256]]
+    # each transpose in blocks of 32x64, 4x4 per thread: four 128-bit rows read and four written
+    bodies = kernels_of((job / "v0" / "kernels.ptx").read_text())
+    for launch in (config.launches[0], config.launches[2]):
+        body = bodies[launch.kernel]
+        assert launch.block == [16, 8, 1]
+        assert body.count("ld.global.v4") == body.count("st.global.v4") == 4 and "global.b32" not in body
 
 
 def test_small_simt_matmul_grids_take_blocks_of_one_warp(compiled):

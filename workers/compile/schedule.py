@@ -333,6 +333,8 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
     family = group_family(g, facts)
     if g.producer is None and wants_img2col(facts[g.anchor].info):
         return img2col_schedule(facts[g.anchor].info)
+    if g.producer is None and (transpose := transpose_schedule(facts[g.anchor].info)):
+        return transpose
     schedule = default_op_schedule(facts[g.anchor].info, family)
     member = _reduction_member(g, facts)
     if member is not None and _wants_split(facts[member].info):
@@ -356,6 +358,22 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
         _fill_the_grid(schedule, facts[g.anchor].info)
         split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
     return schedule
+
+
+# a 2-D transpose of 32-bit elements (an f32 weight that a SIMT matmul reads in (k, n) rows): blocks of
+# 32x64, 4x4 per thread read as four 128-bit rows and written as four (a transpose in registers): the
+# MLP 1.03x over one element per thread (schedule_sweep_h200.md run 19)
+TRANSPOSE_TILES = ((32, 64), (4, 4))
+
+
+def transpose_schedule(op: OpInfo) -> OpSchedule | None:
+    """v0 of a 2-D linalg.transpose of 32-bit elements whose loops TRANSPOSE_TILES' blocks divide; else None."""
+    block, thread = TRANSPOSE_TILES
+    if op.name != "linalg.transpose" or len(op.loop_ranges) != 2 or vector_elements(op.dtype) != thread[1] \
+            or any(r % b for r, b in zip(op.loop_ranges, block)):
+        return None
+    return OpSchedule(op_index=op.index, family="copy", block_tile=list(block), thread_tile=list(thread),
+                      vectorize=True)
 
 
 # K steps of a register-tiled (SIMT) matmul, the first that divides K: at 4096^3 f32 on the H200, 16 was
