@@ -137,7 +137,7 @@ SWEEPS = {
     "layernorm_large": Sweep(MODELS / "layernorm_large.py", ROW_VARIANTS + streaming_variants("reduction")),
     "reduce_sum_large": Sweep(MODELS / "reduce_sum_large.py", streaming_variants("reduction", v0="loads")),
     "elementwise_large": Sweep(MODELS / "elementwise_large.py", streaming_variants("elementwise") + [
-        Variant("a vector in each of two rows per thread", "elementwise", {"thread_tile": [2, 4]}),
+        Variant("a run of two vectors in one row per thread", "elementwise", {"thread_tile": [1, 8]}),
         Variant("a vector in each of four rows per thread", "elementwise", {"block_tile": [8, 256], "thread_tile": [4, 4]})]),
     "matmul4096_f16": Sweep(MODELS / "matmul4096_f16.py", MMA_VARIANTS),
     "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),

@@ -106,6 +106,8 @@ def test_elementwise_chain_is_one_kernel_of_128_bit_accesses_over_many_waves(com
     assert threads * blocks * 4 * ELEMENTWISE_VECTORS == 8192 * 8192 and blocks >= 16 * H200_SMS * 4
     body = kernels[launch["kernel"]]
     assert vector_loads(body) == vector_stores(body) == ELEMENTWISE_VECTORS and scalar_accesses(body) == 0
+    # a thread's vectors in neighbouring rows (8192 f32 apart): a warp-wide access covers 512 bytes of a row
+    assert launch["block"] == [64, 2, 1] and _access_offsets(body) == [[0, 8192 * 4]] * 2
 
 
 def test_small_elementwise_chain_also_vectorizes(compiled):

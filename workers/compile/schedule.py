@@ -160,8 +160,7 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     inner = parallel[-2:]  # up to two dims mapped to threads: (y, x)
     # matmul-like work reuses operands across a register tile; elementwise work gets 1 per thread
     per_thread = 4 if family in ("matmul", "conv") and all(ranges[d] % 64 == 0 for d in inner) else 1
-    # elementwise work: a contiguous run of ELEMENTWISE_VECTORS 128-bit vectors per thread along the
-    # innermost loop
+    # elementwise work: ELEMENTWISE_VECTORS 128-bit vectors per thread along the innermost loop
     vector = elementwise_vector_width(op) if family == "elementwise" and per_thread == 1 else 1
     # x first: a 16x16 square for register-tiled work, else 64 wide for coalesced rows
     x_cap = 16 if per_thread > 1 else 64
@@ -173,8 +172,13 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
         block[d] = threads * run
         thread[d] = run
         budget = max(budget // threads, 1)
-    if vector > 1 and block[inner[-1]] % (vector * ELEMENTWISE_VECTORS) == 0:
-        thread[inner[-1]] = vector * ELEMENTWISE_VECTORS  # the same block tile, fewer threads
+    # the same block tile, fewer threads: a vector in each of ELEMENTWISE_VECTORS rows, so that a warp-wide
+    # access covers 32 neighbouring vectors (1.01x over a run of them in one row, schedule_sweep_h200.md
+    # run 23), else (one row per block) a run of them
+    if vector > 1 and len(inner) == 2 and block[inner[0]] % ELEMENTWISE_VECTORS == 0:
+        thread[inner[0]] = ELEMENTWISE_VECTORS
+    elif vector > 1 and block[inner[-1]] % (vector * ELEMENTWISE_VECTORS) == 0:
+        thread[inner[-1]] = vector * ELEMENTWISE_VECTORS
     # a block tile that covers the whole loop is no grid dimension at all
     block = [0 if b >= ranges[d] else b for d, b in enumerate(block)]
     if not any(block) and parallel:  # the kernel still needs a (one-block) grid to map
@@ -183,7 +187,7 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
 
 
 VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
-# 128-bit vectors an elementwise thread loads (and stores) along the innermost loop: two loads in flight
+# 128-bit vectors an elementwise thread loads (and stores) of the innermost loop: two loads in flight
 # per thread, the elementwise chain 1.07x over one (131.1 vs 139.9 us on the H200, the loop's v1 in
 # benchmarks/results/loop_h200.md 2026-12-04 06:07)
 ELEMENTWISE_VECTORS = 2
