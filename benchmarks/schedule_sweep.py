@@ -135,7 +135,8 @@ class Sweep:
 SWEEPS = {
     "softmax_large": Sweep(MODELS / "softmax_large.py", ROW_VARIANTS + streaming_variants("reduction")),
     "layernorm_large": Sweep(MODELS / "layernorm_large.py", ROW_VARIANTS + streaming_variants("reduction")),
-    "reduce_sum_large": Sweep(MODELS / "reduce_sum_large.py", streaming_variants("reduction", v0="loads")),
+    "reduce_sum_large": Sweep(MODELS / "reduce_sum_large.py", streaming_variants("reduction", v0="loads") + [
+        Variant(f"block reduction {n}", block_reductions=n) for n in (256, 512)]),
     "elementwise_large": Sweep(MODELS / "elementwise_large.py", streaming_variants("elementwise") + [
         Variant("a run of two vectors in one row per thread", "elementwise", {"thread_tile": [1, 8]}),
         Variant("a vector in each of four rows per thread", "elementwise", {"block_tile": [8, 256], "thread_tile": [4, 4]})]),

@@ -867,10 +867,18 @@ def row_kernel_threads(columns: int) -> int:
     return _largest_divisor_at_most(columns, max(min(wanted, MAX_THREADS), 1))
 
 
+# a block reduction over rows at least this long takes MAX_THREADS threads per row: the row sum over rows
+# of 8192 f32 1.06x over 512 threads (65.6 vs 69.6 us) once its loads were interleaved and streamed
+# (schedule_sweep_h200.md run 24, the loop's v2 in loop_h200.md 12:37)
+LONG_ROW = 8192
+
+
 def block_reduction_threads(extent: int) -> int:
     """Threads per output of a v0 block reduction: about extent / 16, within 128..512, each reducing at
-    least 4 elements (the fastest measured on the H200: 128 for rows of 1024, 256 for 4096, 512 for 8192;
-    benchmarks/results/schedule_sweep_h200.md, perf_targets_h200.md)."""
+    least 4 elements (the fastest measured on the H200: 128 for rows of 1024, 256 for 4096;
+    benchmarks/results/schedule_sweep_h200.md, perf_targets_h200.md); MAX_THREADS from LONG_ROW on."""
+    if extent >= LONG_ROW:
+        return _largest_divisor_at_most(extent, MAX_THREADS)
     return _largest_divisor_at_most(extent, max(min(max(extent // 16, 128), 512, extent // 4), 1))
 
 
