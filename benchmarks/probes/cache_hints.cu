@@ -6,11 +6,10 @@
 // times (workers/measure/timing.py): L2 flushed (256 MB written) before each run, CUDA events, median.
 //   nvcc -O3 -arch=sm_90a -o /tmp/cache_hints benchmarks/probes/cache_hints.cu && /tmp/cache_hints
 #include <cstdio>
-#include <vector>
-#include <algorithm>
 #include <cuda_runtime.h>
+#include "timing.cuh"
 
-constexpr int ROWS = 8192, COLS = 8192, VECS = COLS / 4, THREADS = 512;
+constexpr int ROWS = 8192, COLS = 8192, VECS = COLS / 4, THREADS = 512, RUNS = 50;
 constexpr size_t BYTES = (size_t)ROWS * COLS * 4;
 
 enum Hint { PLAIN, STREAMING, NO_L1, EVICT_FIRST, READ_ONLY };
@@ -65,34 +64,21 @@ __global__ void __launch_bounds__(128) elementwise(const float4* __restrict__ x,
     else { y[base] = r; y[base + 1] = s; }
 }
 
-template <typename F>
-float median_us(F launch, void* flush) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a); cudaEventCreate(&b);
-    std::vector<float> t;
-    for (int i = 0; i < 55; ++i) {
-        cudaMemsetAsync(flush, i, BYTES);  // L2 left full of dirty lines, as the worker's flush leaves it
-        cudaEventRecord(a); launch(); cudaEventRecord(b); cudaEventSynchronize(b);
-        float ms; cudaEventElapsedTime(&ms, a, b);
-        if (i >= 5) t.push_back(ms * 1000.f);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
-
 int main() {
     float4 *x, *y, *flush;
     float* sums;
     cudaMalloc(&x, BYTES); cudaMalloc(&y, BYTES); cudaMalloc(&flush, BYTES); cudaMalloc(&sums, ROWS * 4);
     cudaMemset(x, 0, BYTES);
-    float copy = median_us([&] { cudaMemcpyAsync(y, x, BYTES, cudaMemcpyDeviceToDevice); }, flush);
+    // L2 left full of dirty lines before each run, as the worker's flush leaves it
+    auto flushed = [&](int i) { cudaMemsetAsync(flush, i, BYTES); };
+    float copy = median_us([&] { cudaMemcpyAsync(y, x, BYTES, cudaMemcpyDeviceToDevice); }, flushed, RUNS);
     printf("device copy of 256 MB: %.1f us (flushed as below)\n", copy);
     auto report = [&](const char* what, const char* hint, float us, float bytes_copied) {
         printf("%-12s %-44s %7.1f us  %.3fx of copy  (%s)\n", what, hint, us, copy * bytes_copied / us,
                cudaGetErrorString(cudaGetLastError()));
     };
     auto sum = [&](Hint h, auto kernel) {
-        report("row sum", HINTS[h], median_us([&] { kernel<<<ROWS, THREADS>>>(x, sums); }, flush), 0.5f);
+        report("row sum", HINTS[h], median_us([&] { kernel<<<ROWS, THREADS>>>(x, sums); }, flushed, RUNS), 0.5f);
     };
     for (int round = 0; round < 2; ++round) {  // the second round: are the first's figures steady?
         sum(PLAIN, row_sum<PLAIN>);
@@ -101,10 +87,10 @@ int main() {
         sum(EVICT_FIRST, row_sum<EVICT_FIRST>);
         sum(READ_ONLY, row_sum<READ_ONLY>);
         const int blocks = (int)(BYTES / 16 / 256);
-        report("elementwise", HINTS[PLAIN], median_us([&] { elementwise<PLAIN, false><<<blocks, 128>>>(x, y); }, flush), 1.f);
-        report("elementwise", HINTS[STREAMING], median_us([&] { elementwise<STREAMING, false><<<blocks, 128>>>(x, y); }, flush), 1.f);
-        report("elementwise", "plain loads, st.global.cs", median_us([&] { elementwise<PLAIN, true><<<blocks, 128>>>(x, y); }, flush), 1.f);
-        report("elementwise", "ld.global.cs, st.global.cs", median_us([&] { elementwise<STREAMING, true><<<blocks, 128>>>(x, y); }, flush), 1.f);
+        report("elementwise", HINTS[PLAIN], median_us([&] { elementwise<PLAIN, false><<<blocks, 128>>>(x, y); }, flushed, RUNS), 1.f);
+        report("elementwise", HINTS[STREAMING], median_us([&] { elementwise<STREAMING, false><<<blocks, 128>>>(x, y); }, flushed, RUNS), 1.f);
+        report("elementwise", "plain loads, st.global.cs", median_us([&] { elementwise<PLAIN, true><<<blocks, 128>>>(x, y); }, flushed, RUNS), 1.f);
+        report("elementwise", "ld.global.cs, st.global.cs", median_us([&] { elementwise<STREAMING, true><<<blocks, 128>>>(x, y); }, flushed, RUNS), 1.f);
     }
     return 0;
 }

@@ -6,12 +6,12 @@
 // __launch_bounds__ asks for (2048 / T caps registers at 32). Build and run on the GPU node:
 //   nvcc -O3 -arch=sm_90a -o /tmp/row_layout benchmarks/probes/row_layout.cu && /tmp/row_layout
 #include <cstdio>
-#include <vector>
-#include <algorithm>
 #include <cuda_runtime.h>
 #include <cuda_pipeline.h>
+#include "timing.cuh"
 
-constexpr int ROWS = 8192, COLS = 8192, VECS = COLS / 4;
+constexpr int ROWS = 8192, COLS = 8192, VECS = COLS / 4, RUNS = 20;
+const auto UNFLUSHED = [](int) {};  // each run after the last: L2 holds what it left
 
 template <int T>
 __device__ float block_sum(float v, float* scratch) {
@@ -69,32 +69,18 @@ layernorm(const float4* __restrict__ x, const float4* __restrict__ g, const floa
     }
 }
 
-template <typename F>
-float median_us(F launch) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a); cudaEventCreate(&b);
-    std::vector<float> t;
-    for (int i = 0; i < 25; ++i) {
-        cudaEventRecord(a); launch(); cudaEventRecord(b); cudaEventSynchronize(b);
-        float ms; cudaEventElapsedTime(&ms, a, b);
-        if (i >= 5) t.push_back(ms * 1000.f);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
-
 int main() {
     size_t bytes = (size_t)ROWS * COLS * 4;
     float4 *x, *y, *g, *b;
     cudaMalloc(&x, bytes); cudaMalloc(&y, bytes); cudaMalloc(&g, COLS * 4); cudaMalloc(&b, COLS * 4);
     cudaMemset(x, 0, bytes); cudaMemset(g, 0, COLS * 4); cudaMemset(b, 0, COLS * 4);
-    float copy = median_us([&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); });
+    float copy = median_us([&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); }, UNFLUSHED, RUNS);
     printf("device copy of 256 MB: %.1f us\n", copy);
     auto run = [&](const char* name, auto kernel, int threads, int smem = 0) {
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         int blocks = 0;
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem);
-        float us = median_us([&] { kernel<<<ROWS, threads, smem>>>(x, g, b, y); });
+        float us = median_us([&] { kernel<<<ROWS, threads, smem>>>(x, g, b, y); }, UNFLUSHED, RUNS);
         printf("%-40s %d blocks/SM %7.1f us  %.3fx of copy  (%s)\n", name, blocks, us, copy / us,
                cudaGetErrorString(cudaGetLastError()));
         };
