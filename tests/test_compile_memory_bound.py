@@ -175,13 +175,13 @@ def test_layernorm_normalize_pass_is_vectorized(compiled):
 # softmax's exp(x - max) computed again by the sum and the divide instead of stored
 
 
-@pytest.mark.parametrize("name, threads", [("softmax_large", 1024), ("layernorm_large", 1024), ("reduce_sum_large", 1024),
-                                           ("softmax", 256)])
-def test_v0_reduces_each_row_with_a_block_of_about_a_sixteenth_of_its_length(compiled, name, threads):
+@pytest.mark.parametrize("name, threads", [("softmax_large", 1024), ("layernorm_large", 1024),
+                                           ("reduce_sum_large", 1024), ("softmax", 256)])
+def test_v0_block_reductions_take_threads_by_the_length_of_their_rows(compiled, name, threads):
     """The fastest measured on the H200: 1024 threads per row of 8192 (the row sum, interleaved and
-    streamed), 256 per row of 4096 (softmax), 128 for rows of 1024 and less
-    (benchmarks/results/schedule_sweep_h200.md). reduce_mean's reduced dim is not innermost: it keeps the
-    split."""
+    streamed; softmax's and layernorm's block reductions, v0 in the block mode only, follow it), 256 per
+    row of 4096 (softmax), 128 for rows of 1024 and less (benchmarks/results/schedule_sweep_h200.md).
+    reduce_mean's reduced dim is not innermost: it keeps the split."""
     *_, params = compiled[name]
     assert {s.block_reduction for s in params.ops if s.family != "elementwise"} == {threads}
 

@@ -187,7 +187,7 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
 
 
 VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
-# 128-bit vectors an elementwise thread loads (and stores) of the innermost loop: two loads in flight
+# 128-bit vectors an elementwise thread loads (and stores): two loads in flight
 # per thread, the elementwise chain 1.07x over one (131.1 vs 139.9 us on the H200, the loop's v1 in
 # benchmarks/results/loop_h200.md 2026-12-04 06:07)
 ELEMENTWISE_VECTORS = 2
@@ -779,8 +779,8 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) 
     per_thread = extent // threads
     # a kernel that reads each input element once (no operand broadcast across its outputs, as a
     # LayerNorm's weight is) streams its loads past the caches: the row sum 1.01x (evict-first, as
-    # Inductor's loads; schedule_sweep_h200.md run 22); the row kernels, whose weights and rows .cs
-    # evicts early, lost 4-18% with it there, and no kernel gained from streamed stores
+    # Inductor's loads; schedule_sweep_h200.md run 22); with streamed loads the row kernels lost 4-18%
+    # and the elementwise chain 2%, and no kernel gained from streamed stores
     read_once = all(all(facts[m].input_maps_identity) for m in (g.anchor, g.producer) if m is not None)
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
                       block_reduction=threads, vectorize=True, interleave_columns=True,
