@@ -46,6 +46,33 @@ def cubin_launches(runner: Runner, chip: str):
     return launches
 
 
+def compare(job: Path, runner: Runner, rounds: int) -> None:
+    """Print each round's medians of the three sides for one job, then their medians."""
+    import torch
+
+    if not all(o.passed for o in runner.check()):
+        print(f"| {job.name} | wrong result | | | | | |")
+        return
+    launches = cubin_launches(runner, runner.config.chip)
+
+    def from_cubin():
+        for fn, block, grid, shared, a in launches:
+            fn(*a, block=block, grid=grid, shared=shared)
+
+    fast = torch.compile(runner.model)
+    sides = {"ptx": runner.run, "cubin": from_cubin, "compile": lambda: fast(*runner.inputs)}
+    medians = {name: [] for name in sides}
+    with torch.no_grad():
+        for r in range(rounds):
+            # the order turns each round, so no side always runs first
+            for name in list(sides)[r % 3:] + list(sides)[:r % 3]:
+                medians[name].append(time_gpu(sides[name]).median_us)
+            p, c, t = (medians[n][-1] for n in ("ptx", "cubin", "compile"))
+            print(f"| {job.name} | {r} | {p:.1f} | {c:.1f} | {t:.1f} | {t / p:.3f}x | {t / c:.3f}x |", flush=True)
+    p, c, t = (statistics.median(medians[n]) for n in ("ptx", "cubin", "compile"))
+    print(f"| {job.name} | median | {p:.1f} | {c:.1f} | {t:.1f} | {t / p:.3f}x | {t / c:.3f}x |", flush=True)
+
+
 def main() -> int:
     import torch
 
@@ -57,28 +84,11 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|---:|")
     for job in args.jobs:
         runner = Runner(str(job), 0)
-        if not all(o.passed for o in runner.check()):
-            print(f"| {job.name} | wrong result | | | | | |")
-            continue
-        launches = cubin_launches(runner, runner.config.chip)
-
-        def from_cubin():
-            for fn, block, grid, shared, a in launches:
-                fn(*a, block=block, grid=grid, shared=shared)
-
-        fast = torch.compile(runner.model)
-        sides = {"ptx": runner.run, "cubin": from_cubin, "compile": lambda: fast(*runner.inputs)}
-        medians = {name: [] for name in sides}
-        with torch.no_grad():
-            for r in range(args.rounds):
-                # the order turns each round, so no side always runs first
-                for name in list(sides)[r % 3:] + list(sides)[:r % 3]:
-                    medians[name].append(time_gpu(sides[name]).median_us)
-                p, c, t = (medians[n][-1] for n in ("ptx", "cubin", "compile"))
-                print(f"| {job.name} | {r} | {p:.1f} | {c:.1f} | {t:.1f} | {t / p:.3f}x | {t / c:.3f}x |", flush=True)
-        p, c, t = (statistics.median(medians[n]) for n in ("ptx", "cubin", "compile"))
-        print(f"| {job.name} | median | {p:.1f} | {c:.1f} | {t:.1f} | {t / p:.3f}x | {t / c:.3f}x |", flush=True)
-        del runner, fast
+        try:
+            compare(job, runner, args.rounds)
+        finally:  # the runner pushed torch's context for pycuda, which aborts at exit on a pushed one
+            runner.context.pop()
+        del runner
         torch.cuda.empty_cache()
     return 0
 
