@@ -24,10 +24,9 @@ sys.path.insert(0, str(REPO))
 
 from workers.measure.gpu_run import Runner  # noqa: E402
 from workers.measure.timing import time_gpu  # noqa: E402
-from workers.records import STATIC_SHARED_BYTES  # noqa: E402
 
 
-def cubin_launches(runner: Runner, chip: str):
+def cubin_launches(runner: Runner, chip: str) -> list:
     """The runner's launches, their functions loaded from a cubin that ptxas built from its PTX."""
     import pycuda.driver as cuda
 
@@ -36,14 +35,7 @@ def cubin_launches(runner: Runner, chip: str):
         Path(ptx).write_bytes(runner.ptx)
         subprocess.run([shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas", f"-arch={chip}", "-O3", ptx,
                         "-o", cubin], check=True)
-        module = cuda.module_from_buffer(Path(cubin).read_bytes())
-    launches = []
-    for (fn, block, grid, shared, args), launch in zip(runner.launches, runner.config.launches):
-        f = module.get_function(launch.kernel)
-        if shared > STATIC_SHARED_BYTES:
-            f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-        launches.append((f, block, grid, shared, args))
-    return launches
+        return runner.launches_from(cuda.module_from_buffer(Path(cubin).read_bytes()))
 
 
 def compare(job: Path, runner: Runner, rounds: int) -> None:
@@ -54,13 +46,8 @@ def compare(job: Path, runner: Runner, rounds: int) -> None:
         print(f"| {job.name} | wrong result | | | | | |")
         return
     launches = cubin_launches(runner, runner.config.chip)
-
-    def from_cubin():
-        for fn, block, grid, shared, a in launches:
-            fn(*a, block=block, grid=grid, shared=shared)
-
     fast = torch.compile(runner.model)
-    sides = {"ptx": runner.run, "cubin": from_cubin, "compile": lambda: fast(*runner.inputs)}
+    sides = {"ptx": runner.run, "cubin": lambda: runner.run(launches), "compile": lambda: fast(*runner.inputs)}
     medians = {name: [] for name in sides}
     with torch.no_grad():
         for r in range(rounds):

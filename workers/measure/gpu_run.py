@@ -103,14 +103,21 @@ class Runner:
         self.context.push()  # pycuda launches into torch's context, on the same (null) stream
         with open(os.path.join(vdir, self.config.ptx_file), "rb") as f:
             self.ptx = f.read()
-        module = cuda.module_from_buffer(self.ptx)
         self.buffers = self._allocate()
+        self.launches = self.launches_from(cuda.module_from_buffer(self.ptx))
+
+    def launches_from(self, module) -> list:
+        """config.json's launches with their functions from `module` (kernels.ptx loaded, or a build of it)
+        and the buffers' pointers as arguments: (function, block, grid, shared bytes, arguments) each."""
+        import pycuda.driver as cuda
+
         pointers = {name: t.data_ptr() for name, t in self.buffers.items()}
-        self.launches = [(module.get_function(l.kernel), tuple(l.block), tuple(l.grid), l.shared_bytes,
-                          pack_args(l, pointers)) for l in self.config.launches]
-        for fn, _, _, shared, _ in self.launches:
+        launches = [(module.get_function(l.kernel), tuple(l.block), tuple(l.grid), l.shared_bytes,
+                     pack_args(l, pointers)) for l in self.config.launches]
+        for fn, _, _, shared, _ in launches:
             if shared > STATIC_SHARED_BYTES:  # a kernel opts in to more than 48 KB of dynamic shared memory
                 fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+        return launches
 
     def _allocate(self) -> dict:
         import torch
@@ -137,8 +144,9 @@ class Runner:
             buffers[b.name] = t if t.data_ptr() % 16 == 0 else t.clone()
         return buffers
 
-    def run(self) -> None:
-        for fn, block, grid, shared, args in self.launches:
+    def run(self, launches: list | None = None) -> None:
+        """Queue the launches (the runner's own by default)."""
+        for fn, block, grid, shared, args in launches or self.launches:
             fn(*args, block=block, grid=grid, shared=shared)
 
     def check(self) -> list[OutputError]:
