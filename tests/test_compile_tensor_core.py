@@ -254,6 +254,22 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
     assert (config.precision, config.atol) == ("tf32", 5e-3)
 
 
+def test_a_tf32_mlp_transposes_its_weights_then_runs_tensor_core_kernels(tmp_path_factory):
+    """The zoo's MLP in a TF32 job: each f32 weight is transposed by a kernel of its own, then read by a
+    tensor-core kernel whose staged tiles live in dynamic shared memory; the kernels share one PTX
+    module, which declares the extern shared array once (the kernels of later modules brought theirs
+    along into the first: before, that array was left behind and the lowering failed)."""
+    job = lower_zoo(tmp_path_factory, "mlp") / "mlp"
+    params = initial_params(str(job), tf32=True)
+    assert [s.tensor_core for s in params.ops] == ["none", "mma_sync", "none", "mma_sync"]
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, result.error
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert ptx.count(".extern .shared .align 16 .b8 __farm_dynamic_shared[];") == 1
+    launches = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
+    assert [launch.shared_bytes > 48 * 1024 for launch in launches] == [False, True, False, True]
+
+
 def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
     """a @ b in bf16: convert-vector-to-gpu has no bf16 fragments, so the staged tiles are typed f16 for
     it (mlir.stage_bf16_as_f16) and bf16 again after it (mlir.restore_bf16_tiles), the ldmatrix fragments

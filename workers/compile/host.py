@@ -157,9 +157,14 @@ def _kernel_name(launch) -> str:
     return str(launch.kernel).split("::")[0].lstrip("@")
 
 
+def _symbol(op) -> str | None:
+    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else None
+
+
 def merge_kernel_modules(module: ir.Module) -> None:
     """Move every outlined kernel into the first gpu.module, named after its own module, so that
-    one PTX module holds them all with distinct entry names."""
+    one PTX module holds them all with distinct entry names; the globals they use (the dynamic shared
+    memory's extern array, declared alike in each module that has one) come along once."""
     gpu_modules = [op for op in module.body.operations if op.operation.name == "gpu.module"]
     if not gpu_modules:
         raise HostComputeError("the schedule produced no GPU kernel")
@@ -168,12 +173,14 @@ def merge_kernel_modules(module: ir.Module) -> None:
     target_block = target.regions[0].blocks[0]
     for gm in gpu_modules:
         mod_name = ir.StringAttr(gm.attributes["sym_name"]).value
-        for f in list(gm.regions[0].blocks[0].operations):
-            if f.operation.name != "gpu.func":
+        for op in list(gm.regions[0].blocks[0].operations):
+            if op.operation.name == "gpu.func":
+                op.attributes["sym_name"] = ir.StringAttr.get(mod_name)
+            if gm is target or op.operation.name not in ("gpu.func", "memref.global"):
                 continue
-            f.attributes["sym_name"] = ir.StringAttr.get(mod_name)
-            if gm is not target:
-                f.operation.move_before(list(target_block.operations)[0])
+            if op.operation.name == "memref.global" and _symbol(op) in map(_symbol, target_block.operations):
+                continue
+            op.operation.move_before(list(target_block.operations)[0])
     for gm in gpu_modules[1:]:
         gm.operation.erase()
     func = mlir.main_func(module)
