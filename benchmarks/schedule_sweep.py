@@ -37,25 +37,35 @@ class Variant:
 
 # v0 of an f16 or bf16 matmul at 4096: 128x256 blocks of eight 64x64 warps, A/B staged in shared memory
 # per K step of 64, filled by cp.async 2 steps ahead (pipeline_depth 2); the accumulator tile (rows padded
-# by 8 words) shares the buffers' memory; 208 registers per thread, one block per SM
+# by 8 words) shares the buffers' memory; 208 registers per thread, one block per SM. copies_ahead: a
+# spare buffer, the copies issued before the step's mma, one barrier per K step instead of two; with
+# 128x128 blocks (3 buffers of 35 KB) two blocks fit an SM
 MMA_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
     Variant("3 stages", "matmul", {"pipeline_depth": 3}),
     Variant("K32, 3 stages", "matmul", {"reduction_tile": 32, "pipeline_depth": 3}),
     Variant("256x128 block, 8 warps of 64x64", "matmul", {"block_tile": [256, 128]}),
+    Variant("copies ahead (3 buffers)", "matmul", {"copies_ahead": True}),
+    Variant("copies ahead, 3 stages (4 buffers)", "matmul", {"copies_ahead": True, "pipeline_depth": 3}),
+    Variant("copies ahead, 128x128 block, 2 blocks per SM", "matmul",
+            {"copies_ahead": True, "block_tile": [128, 128], "min_blocks_per_sm": 2}),
+    Variant("copies ahead, K32, 3 stages (4 buffers)", "matmul",
+            {"copies_ahead": True, "reduction_tile": 32, "pipeline_depth": 3}),
+    Variant("copies ahead, 256x128 block", "matmul", {"copies_ahead": True, "block_tile": [256, 128]}),
 ]
-# v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 3 steps ahead;
-# 83 KB of shared memory per block: two blocks (four warps) per SM; 2 stages (55 KB) fit four
+# v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 2 steps ahead
+# into 3 buffers, the copies issued before the step's mma (copies_ahead: 1.07x over 3 stages in 3 buffers
+# with the copies after the mma, run 26); 83 KB of shared memory per block: two blocks (four warps) per SM
 TF32_VARIANTS = [
-    Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
-    Variant("2 stages", "matmul", {"pipeline_depth": 2}),
-    Variant("K16, 3 stages", "matmul", {"reduction_tile": 16}),
-    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
-    Variant("128x128 block, 4 warps of 64x64, 2 stages", "matmul", {"block_tile": [128, 128], "pipeline_depth": 2}),
-    # f16's v0 shape: 8 warps, one block per SM (104 KB, 223 registers, no spill); not yet run on the GPU
-    Variant("128x256 block, 8 warps of 64x64, 2 stages", "matmul",
-            {"block_tile": [128, 256], "thread_tile": [64, 64], "pipeline_depth": 2}),
+    Variant("synchronous staging", "matmul", {"pipeline_depth": 0, "copies_ahead": False}),
+    Variant("3 stages, copies after the mma", "matmul", {"pipeline_depth": 3, "copies_ahead": False}),
+    Variant("2 stages, copies after the mma", "matmul", {"copies_ahead": False}),
+    Variant("copies ahead, K16", "matmul", {"reduction_tile": 16}),
+    Variant("copies ahead, K64", "matmul", {"reduction_tile": 64}),
+    Variant("copies ahead, 128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
+    Variant("copies ahead, 128x256 block, 8 warps of 64x64", "matmul", {"block_tile": [128, 256]}),
+    Variant("copies ahead, 3 stages (4 buffers)", "matmul", {"pipeline_depth": 3}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [
@@ -66,6 +76,7 @@ SIMT_VARIANTS = [
 BF16_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
+    *MMA_VARIANTS[4:],
 ]
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of one warp, 16x8
 # outputs of 2x2 per thread, where 64x64 blocks would not fill the GPU (1.47x over 32x32 and 16x32 blocks,

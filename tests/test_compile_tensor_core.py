@@ -39,6 +39,15 @@ def k_loop_accumulators(version_dir: Path) -> list[str]:
     return loop.group(1).split(", ") if loop else []
 
 
+def k_loop_ptx(ptx: str) -> str:
+    """The body of the tensor-core kernel's K loop in PTX: from the label before its first mma.sync to the
+    branch back to it."""
+    first_mma = ptx.index("mma.sync")
+    label = re.findall(r"^(\$L__BB\d+_\d+):", ptx[:first_mma], re.M)[-1]
+    start = ptx.index(f"{label}:")
+    return ptx[start:ptx.index(f"bra \t{label};", first_mma)]
+
+
 def mma_params(job: Path, block_tile=(64, 64), thread_tile=(32, 32), reduction_tile=16):
     params = initial_params(str(job))
     op = params.ops[0].op_index
@@ -244,14 +253,49 @@ def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
     ptx = (job / "v5" / "kernels.ptx").read_text()
     # a 64x64 warp tile is 4x8 mma tiles, 4 times per 32-wide K step staged in shared memory by cp.async
     s = params.ops[0]
-    assert (s.thread_tile[:2], s.promote_shared, s.reduction_tile, s.pipeline_depth) == ([64, 64], True, 32, 3)
+    assert (s.thread_tile[:2], s.promote_shared, s.reduction_tile, s.pipeline_depth, s.copies_ahead) == \
+        ([64, 64], True, 32, 2, True)
     assert ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 128 and "cp.async" in ptx
     assert [t for t in k_loop_accumulators(job / "v5") if t.startswith("vector")] == ["vector<2x2xf32>"] * 32
-    # A's fragments come by ldmatrix (rows of 32 + 4 floats), B's by scalar loads (rows of 64 + 8 floats)
+    # A's fragments come by ldmatrix (rows of 32 + 4 floats), B's by scalar loads (rows of 64 + 8 floats);
+    # two steps in flight in three buffers, the copies issued before the step's mma
     gpu = (job / "v5" / "gpu.mlir").read_text()
     assert "memref<3x128x32xf32, strided<[4608, 36, 1]>" in gpu and "memref<3x32x64xf32, strided<[2304, 72, 1]>" in gpu
+    assert k_loop_ptx(ptx).count("bar.sync") == 1
     config = LaunchConfig.from_json((job / "v5" / "config.json").read_text())
     assert (config.precision, config.atol) == ("tf32", 5e-3)
+
+
+def test_copies_ahead_fill_a_spare_buffer_before_the_steps_mma(jobs):
+    """copies_ahead: the staged tiles get one buffer more than the K steps in flight, and the copies of
+    step i + depth, which go into the buffer the warps left at step i - 1, are issued before step i's mma:
+    the K loop keeps one barrier, the one after the waits for step i's tiles. Without it the copies
+    overwrite step i's own buffer, after the mma and a barrier: two barriers (the thread mapping's third,
+    between A's copies and B's, is dropped either way: nothing reads shared memory between them). It
+    needs a pipeline (pipeline_depth 2 or more)."""
+    job = jobs / "matmul_f16"
+    params = initial_params(str(job))
+    (s,) = [s for s in params.ops if s.tensor_core == "mma_sync"]
+    assert (s.block_tile, s.reduction_tile, s.pipeline_depth, s.copies_ahead) == ([128, 64], 32, 3, False)
+    ahead = apply_edit(params, ScheduleEdit(s.op_index, "copies_ahead", True))
+    loops, shared = [], []
+    for version, schedule in [(10, params), (11, ahead)]:
+        result = compile_iteration(str(job), version, schedule)
+        assert result.ok, result.error
+        loops.append(k_loop_ptx((job / f"v{version}" / "kernels.ptx").read_text()))
+        (launch,) = LaunchConfig.from_json((job / f"v{version}" / "config.json").read_text()).launches
+        shared.append(launch.shared_bytes)
+    behind, ahead_loop = loops
+    assert behind.count("bar.sync") == 2 and ahead_loop.count("bar.sync") == 1
+    assert behind.rindex("cp.async.commit_group") > behind.rindex("mma.sync")
+    assert ahead_loop.rindex("cp.async.commit_group") < ahead_loop.index("ldmatrix") < ahead_loop.index("mma.sync")
+    for loop in loops:  # per iteration one step's copies (128x32 and 32x64 f16 over two warps' 64 threads)
+        assert loop.count("cp.async.ca.shared.global") == (128 * 32 + 32 * 64) // 8 // 64 and loop.count("mma.sync") == 64
+    # a fourth buffer of A (128 rows of 32 + 8 f16) and of B (32 rows of 64 + 8 f16)
+    assert shared[1] - shared[0] == 128 * 40 * 2 + 32 * 72 * 2
+    synchronous = apply_edit(ahead, ScheduleEdit(s.op_index, "pipeline_depth", 0))
+    refused = compile_iteration(str(job), 12, synchronous)
+    assert not refused.ok and refused.stage == "schedule" and "copies_ahead" in refused.error
 
 
 def test_a_tf32_mlp_transposes_its_weights_then_runs_tensor_core_kernels(tmp_path_factory):

@@ -362,6 +362,21 @@ def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, promote_shared=False), f16, True) is None
 
 
+def test_a_pipelined_tensor_core_matmul_may_issue_its_copies_ahead():
+    """copies_ahead: a pipelined tensor-core kernel issues its copies before the step's mma, into a spare
+    buffer; in the latency route after async_copy, which has nothing left once the pipeline is four steps
+    deep; not for a kernel that stages synchronously, nor twice."""
+    f16 = dataclasses.replace(MATMUL, dtype="f16")
+    deepest = OpSchedule(0, "matmul", [128, 64, 0], [64, 64, 0], reduction_tile=32, promote_shared=True,
+                         tensor_core="mma_sync", pipeline_depth=4)
+    d = advise(request_for(f16, deepest, [hand_written(waves=0.9, sm=30, mem=35, achieved=95)]))
+    assert (d.bottleneck, d.hypothesis.family, d.hypothesis.edit) == \
+        ("latency", "copies_ahead", ScheduleEdit(0, "copies_ahead", True))
+    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, pipeline_depth=2), f16, True).value is True
+    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, copies_ahead=True), f16, True) is None
+    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, pipeline_depth=0), f16, True) is None
+
+
 def test_promote_shared_stages_only_tensor_core_kernels():
     """promote_shared: only a tensor-core kernel stages its operand tiles (the compile stage stages no other
     kernel's), and only once."""

@@ -14,7 +14,7 @@ from workers.compile.cache_hints import stream_global_accesses
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import VECTOR_BYTES, ScheduleError, emit_transform, initial_params_for
-from workers.compile.tensor_core import K_LOOP, PIPELINE_SEQUENCE, STAGED, padded_columns
+from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, PIPELINE_SEQUENCE, STAGED, padded_columns
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
 
@@ -90,6 +90,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         if mlir.has_sequence(schedule, PIPELINE_SEQUENCE):
             mlir.apply_transform(module, schedule, PIPELINE_SEQUENCE)
             mlir.overlap_tiles_dead_in_k_loops(module, STAGED, K_LOOP)
+            mlir.trim_k_loop_barriers(module, K_LOOP, COPIES_AHEAD)
         mlir.pad_tensor_core_tiles(module, padded_columns)
         mlir.large_shared_to_dynamic(module)
         mlir.sync_after_block_loops(module)

@@ -396,6 +396,54 @@ def overlap_tiles_dead_in_k_loops(module: ir.Module, staged_mark: str, loop_mark
             alloc.attributes[OVERLAPS_STAGED] = ir.UnitAttr.get()
 
 
+def _barrier_segments(block) -> tuple[list[list], list]:
+    """A block's ops (its terminator left out) split at its gpu.barriers: the segments between them, and
+    the barriers."""
+    segments, barriers = [[]], []
+    for op in list(block.operations)[:-1]:
+        if op.operation.name == "gpu.barrier":
+            barriers.append(op.operation)
+            segments.append([])
+        else:
+            segments[-1].append(op.operation)
+    return segments, barriers
+
+
+def _issues_copies_only(segment: list) -> bool:
+    """Whether the ops issue cp.async copies into shared memory and touch it in no other way."""
+    return any(op.name == "nvgpu.device_async_copy" for op in segment) and all(
+        op.name in ("nvgpu.device_async_copy", "nvgpu.device_async_create_group")
+        or not op.regions and not any(_in_shared_memory(v) for v in op.operands) for op in segment)
+
+
+def trim_k_loop_barriers(module: ir.Module, loop_mark: str, ahead_mark: str) -> None:
+    """The barriers of a pipelined K loop (marked `loop_mark`) that order nothing: the thread mapping's
+    between one step's A copies and its B copies (cp.async into different buffers, nothing reads shared
+    memory between them). A loop also marked `ahead_mark` fills a buffer the warps left a step earlier
+    (one more buffer than steps in flight): its copies move from after the step's mma to right after the
+    barrier that follows the waits for the step's tiles, which orders them after every warp's reads of
+    that buffer, and the barrier between the mma and the copies goes; one barrier per step remains."""
+    for loop in _kernel_ops(module, "scf.for"):
+        if loop_mark not in loop.attributes:
+            continue
+        segments, barriers = _barrier_segments(loop.regions[0].blocks[0])
+        for i in reversed(range(len(barriers))):
+            if _issues_copies_only(segments[i]) and _issues_copies_only(segments[i + 1]):
+                barriers.pop(i).erase()
+                segments[i] += segments.pop(i + 1)
+        if ahead_mark not in loop.attributes:
+            continue
+        # the pipelined step: waits, barrier, the warps' mma, barrier, the copies of a later step
+        if len(barriers) != 2 or not _issues_copies_only(segments[2]) or not segments[1]:
+            raise MlirError(f"{ahead_mark}: the K loop is not waits, barrier, mma, barrier, copies")
+        mma = set(segments[1])
+        if any(v.owner in mma for op in segments[2] for v in op.operands):
+            raise MlirError(f"{ahead_mark}: the copies use a value the mma computes")
+        for op in segments[2]:
+            op.move_before(segments[1][0])
+        barriers[1].erase()
+
+
 SHARED_ALIGNMENT = 128  # bytes between the starts of two tiles in dynamic shared memory
 # gpu.launch_func's operand groups, in order (its operandSegmentSizes)
 LAUNCH_SEGMENTS = ["asyncDependencies", "gridSizeX", "gridSizeY", "gridSizeZ", "blockSizeX", "blockSizeY",

@@ -15,13 +15,16 @@ ReLU, bias...) are spread over all threads of the block, the epilogue in rows of
 accumulator tile they share with the warps lives in shared memory, written once after the K loop, and
 the thread mapping puts barriers between the three steps. With `promote_shared` the block steps over
 K instead, each step's A and B tiles copied into shared memory by all its threads before the warps'
-mma tiles read them (ldmatrix). With `pipeline_depth` d > 1 those tiles have d buffers each, filled by
-cp.async: the copies are unrolled, the buffers hoisted out of the K loop and multi-buffered
-(memref.multibuffer); after the tensor-core conversion (whose rebuilt loop has no vector.contract left
-for the pipeliner to trip on, and which needs a bf16 kernel's tiles typed f16 for a while), the
-PIPELINE_SEQUENCE of transform.mlir makes the copies asynchronous (nvgpu.create_async_groups) and
-software-pipelines the K loop (nvgpu.pipeline_shared_memory_copies): the copies of step i+d are issued
-once the warps are done with step i.
+mma tiles read them (ldmatrix). With `pipeline_depth` d > 1 those tiles have d buffers each (d + 1
+with `copies_ahead`), filled by cp.async: the copies are unrolled, the buffers hoisted out of the K
+loop and multi-buffered (memref.multibuffer); after the tensor-core conversion (whose rebuilt loop has
+no vector.contract left for the pipeliner to trip on, and which needs a bf16 kernel's tiles typed f16
+for a while), the PIPELINE_SEQUENCE of transform.mlir makes the copies asynchronous
+(nvgpu.create_async_groups) and software-pipelines the K loop (nvgpu.pipeline_shared_memory_copies):
+the copies of step i+d are issued once the warps are done with step i, into step i's buffer. Of the
+thread mapping's three barriers per step, mlir.trim_k_loop_barriers drops the one between A's copies
+and B's; with copies_ahead the copies go into the spare buffer, which the warps left at step i-1, so it
+moves them before step i's mma and drops the barrier after it too: one per step remains.
 """
 from __future__ import annotations
 
@@ -60,7 +63,13 @@ class MmaPlan:
     k_steps: int  # K / k_step: the K loop's trip count
     accumulator: str  # element type of the matmul's result
     operand: str  # element type of A and B: a key of MMA_SHAPES
-    stages: int = 1  # buffers per staged tile (pipeline_depth); 1: copied synchronously
+    stages: int = 1  # K steps in flight (pipeline_depth); 1: copied synchronously
+    copies_ahead: bool = False  # one buffer more than stages, filled before the step's mma
+
+    @property
+    def buffers(self) -> int:
+        """Buffers per staged tile."""
+        return self.stages + self.copies_ahead
 
     @property
     def mma_shape(self) -> tuple[int, int, int]:
@@ -132,11 +141,13 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     stages = max(s.pipeline_depth, 1)
     if stages > 1 and not s.promote_shared:
         raise ValueError("pipeline_depth multi-buffers the staged A and B tiles: it needs promote_shared")
+    if s.copies_ahead and stages < 2:
+        raise ValueError("copies_ahead fills a pipelined kernel's spare buffer: it needs pipeline_depth 2 or more")
     if stages > 1 and k // k_step < stages:
         raise ValueError(f"pipeline_depth {stages} needs at least {stages} K steps (the software pipeline's "
                          f"stages), K={k} has {k // k_step} of {k_step}")
     plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warp, k_step, k // k_step,
-                   matmul.info.dtype, operand, stages)
+                   matmul.info.dtype, operand, stages, s.copies_ahead)
     if plan.threads > MAX_THREADS:
         raise ValueError(f"{math.prod(plan.warps)} warps ({plan.threads} threads) per block exceed {MAX_THREADS}")
     acc_bytes = ACCUMULATOR_BYTES[plan.accumulator]
@@ -146,13 +157,13 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
                          f"{shared} bytes of shared memory, over {MAX_SHARED_BYTES}")
     row = ELEMENT_BYTES[operand]
     # TF32's B fragments are read by scalar loads, every other staged tile's by ldmatrix
-    staged = stages * sum(rows * padded_columns(columns, row, operand == "f32" and i == 1)
-                          for i, (rows, columns) in enumerate(plan.staged_tiles)) * row if s.promote_shared else 0
+    staged = plan.buffers * sum(rows * padded_columns(columns, row, operand == "f32" and i == 1)
+                                for i, (rows, columns) in enumerate(plan.staged_tiles)) * row if s.promote_shared else 0
     # a pipelined kernel's accumulator tile, dead during its K loop, shares memory with the cp.async
     # buffers (mlir.overlap_tiles_dead_in_k_loops)
     needed = max(shared, staged) if stages > 1 else shared + staged
     if needed > MAX_SHARED_BYTES:
-        raise ValueError(f"promote_shared: the A and B tiles of {stages} K step(s) ({staged} bytes) and the accumulator "
+        raise ValueError(f"promote_shared: {plan.buffers} buffer(s) of the A and B tiles ({staged} bytes) and the accumulator "
                          f"tile ({shared} bytes{', sharing their memory' if stages > 1 else ''}) need more shared "
                          f"memory than {MAX_SHARED_BYTES} bytes")
     return plan
@@ -317,6 +328,7 @@ def emit_staged_copies(kernel: int) -> list[str]:
 K_LOOP = "farm.k_loop"  # a tensor-core kernel's K loop over staged tiles: = the kernel's id
 COPY_ROWS = "farm.copy_rows"  # the row loop of a thread's copy into a staged tile: = its trip count
 STAGED = "farm.staged"  # a staged tile (workgroup allocation): = the kernel's id
+COPIES_AHEAD = "farm.copies_ahead"  # a pipelined K loop whose copies may go before its mma (a spare buffer)
 # cp.async groups per K step: A's copies, the barrier that the thread mapping puts after them, B's copies
 GROUPS_PER_K_STEP = 2
 PIPELINE_SEQUENCE = "__farm_pipeline_copies"  # transform.mlir's steps after the tensor-core conversion
@@ -345,15 +357,15 @@ def emit_staged_tiles(kernel: int, plan: MmaPlan, func: str) -> list[str]:
 
 
 def emit_multibuffers(kernel: int, plan: MmaPlan, func: str) -> list[str]:
-    """After the staged tiles left the K loop (buffer-loop-hoisting on `func`): each becomes plan.stages
-    buffers, K step i using buffer i mod stages."""
+    """After the staged tiles left the K loop (buffer-loop-hoisting on `func`): each becomes plan.buffers
+    buffers, K step i using buffer i mod buffers."""
     return [
         f'    %tc{kernel}_staged = transform.structured.match ops{{["memref.alloc"]}} attributes{{{STAGED} = {kernel} : i64}} '
         f"in {func} : ({ANY}) -> {ANY}",
         f'    %tc{kernel}_allocs = transform.cast %tc{kernel}_staged : {ANY} to !transform.op<"memref.alloc">',
         # skip_analysis: every step overwrites the whole tile before reading it (its copy), which the
         # analysis only recognises in memref.copy
-        f"    %tc{kernel}_buffers = transform.memref.multibuffer %tc{kernel}_allocs {{factor = {plan.stages}, skip_analysis}} "
+        f"    %tc{kernel}_buffers = transform.memref.multibuffer %tc{kernel}_allocs {{factor = {plan.buffers}, skip_analysis}} "
         f': (!transform.op<"memref.alloc">) -> {ANY}',
     ]
 
@@ -375,7 +387,8 @@ def emit_pipelined_k_loop(kernel: int, plan: MmaPlan) -> list[str]:
             f"%tc{kernel}_async {{depth = {plan.stages}}} : ({ANY}) -> {ANY}",
             # the pipelined loop is a new one: it gets the mark back (mlir.overlap_tiles_dead_in_k_loops)
             f"    %tc{kernel}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-            f'    transform.annotate %tc{kernel}_pipelined "{K_LOOP}" = %tc{kernel}_id : {ANY}, !transform.param<i64>']
+            f'    transform.annotate %tc{kernel}_pipelined "{K_LOOP}" = %tc{kernel}_id : {ANY}, !transform.param<i64>',
+            *([f'    transform.annotate %tc{kernel}_pipelined "{COPIES_AHEAD}" : {ANY}'] if plan.copies_ahead else [])]
 
 
 def emit_shared_accumulator(kernel: int) -> list[str]:
