@@ -35,24 +35,21 @@ class Variant:
     row_kernel_reductions: int = 0  # row pipelines of up to this many reductions become row kernels
 
 
-# v0 of an f16 or bf16 matmul at 4096: 128x256 blocks of eight 64x64 warps, A/B staged in shared memory
-# per K step of 64, filled by cp.async 2 steps ahead (pipeline_depth 2); the accumulator tile (rows padded
-# by 8 words) shares the buffers' memory; 208 registers per thread, one block per SM. copies_ahead: a
-# spare buffer, the copies issued before the step's mma, one barrier per K step instead of two; with
-# 128x128 blocks (3 buffers of 35 KB) two blocks fit an SM
+# v0 of an f16 or bf16 matmul at 4096: 256x128 blocks of eight 64x64 warps (1.01-1.02x over 128x256,
+# runs 18, 20, 26, 27), A/B staged in shared memory per K step of 64, filled by cp.async 2 steps ahead
+# (pipeline_depth 2); the accumulator tile (rows padded by 8 words) shares the buffers' memory; 210
+# registers per thread, one block per SM. copies_ahead (a spare buffer, the copies issued before the
+# step's mma, one barrier per K step instead of two) lost 0.93x, with 3 steps in 4 buffers 0.75x (run 26);
+# with 128x128 blocks (3 buffers of 35 KB) two blocks fit an SM
 MMA_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
     Variant("3 stages", "matmul", {"pipeline_depth": 3}),
     Variant("K32, 3 stages", "matmul", {"reduction_tile": 32, "pipeline_depth": 3}),
-    Variant("256x128 block, 8 warps of 64x64", "matmul", {"block_tile": [256, 128]}),
+    Variant("128x256 block, 8 warps of 64x64", "matmul", {"block_tile": [128, 256]}),
     Variant("copies ahead (3 buffers)", "matmul", {"copies_ahead": True}),
-    Variant("copies ahead, 3 stages (4 buffers)", "matmul", {"copies_ahead": True, "pipeline_depth": 3}),
     Variant("copies ahead, 128x128 block, 2 blocks per SM", "matmul",
             {"copies_ahead": True, "block_tile": [128, 128], "min_blocks_per_sm": 2}),
-    Variant("copies ahead, K32, 3 stages (4 buffers)", "matmul",
-            {"copies_ahead": True, "reduction_tile": 32, "pipeline_depth": 3}),
-    Variant("copies ahead, 256x128 block", "matmul", {"copies_ahead": True, "block_tile": [256, 128]}),
 ]
 # v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 2 steps ahead
 # into 3 buffers, the copies issued before the step's mma (copies_ahead: 1.07x over 3 stages in 3 buffers
@@ -61,11 +58,11 @@ TF32_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0, "copies_ahead": False}),
     Variant("3 stages, copies after the mma", "matmul", {"pipeline_depth": 3, "copies_ahead": False}),
     Variant("2 stages, copies after the mma", "matmul", {"copies_ahead": False}),
-    Variant("copies ahead, K16", "matmul", {"reduction_tile": 16}),
-    Variant("copies ahead, K64", "matmul", {"reduction_tile": 64}),
-    Variant("copies ahead, 128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
-    Variant("copies ahead, 128x256 block, 8 warps of 64x64", "matmul", {"block_tile": [128, 256]}),
-    Variant("copies ahead, 3 stages (4 buffers)", "matmul", {"pipeline_depth": 3}),
+    # run 27 lost: K16 (0.82x), K64 (0.60x), 128x128 blocks (0.83x), 128x256 (0.90x), 3 stages in 4
+    # buffers (0.84x); K16's smaller buffers fit three blocks per SM with 3 or 4 steps in flight
+    Variant("copies ahead, K16, 3 stages (4 buffers)", "matmul", {"reduction_tile": 16, "pipeline_depth": 3}),
+    Variant("copies ahead, K16, 4 stages (5 buffers)", "matmul", {"reduction_tile": 16, "pipeline_depth": 4}),
+    Variant("copies ahead, 4 warps of 64x32", "matmul", {"thread_tile": [64, 32]}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [

@@ -80,7 +80,7 @@ def test_a_thread_tile_that_is_no_warp_tile_gets_one(jobs):
 
 def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     """a @ b in f16 (matmul f16 x f16 -> f32, then a truncf-only epilogue), v0 at 4096^3: a grid that fills
-    the GPU takes 128x256 blocks of eight 64x64 warps (the 256x256 zoo matmul keeps 128x64 blocks, above),
+    the GPU takes 256x128 blocks of eight 64x64 warps (the 256x256 zoo matmul keeps 128x64 blocks, above),
     K steps of 64 staged in two buffers per tile, filled by cp.async while the warps compute on the other."""
     job = tmp_path / "matmul4096_f16"
     lower_model(str(BENCHMARKS / "matmul4096_f16.py"), str(job))
@@ -90,7 +90,7 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     # a 64x64 warp tile is 4x8 mma tiles, 4 times per 64-wide K step
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 128
     assert "ldmatrix.sync.aligned" in ptx, "A and B fragments from the staged tiles"
-    # 256 threads copy A (128x64) and B (64x256) in 16-byte pieces: 4 + 8 each per K step, for the steps
+    # 256 threads copy A (256x64) and B (64x128) in 16-byte pieces: 8 + 4 each per K step, for the steps
     # 0 and 1 before the K loop and for step i+2 in it (predicated off past the last step)
     assert ptx.count("cp.async.cg.shared.global") + ptx.count("cp.async.ca.shared.global") == 3 * 12
     assert "ld.global.v4" not in ptx, "no synchronous copies left"
@@ -102,10 +102,10 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     assert [t for t in carried if t.startswith("vector")] == ["vector<2x2xf32>"] * 32
     assert set(carried) - {"vector<2x2xf32>"} <= {"!nvgpu.device.async.token", "index"}
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
-    # the epilogue's 128x256 f32 accumulator tile (rows padded by 8 words: the fragments' 8 rows x 8 words
+    # the epilogue's 256x128 f32 accumulator tile (rows padded by 8 words: the fragments' 8 rows x 8 words
     # in two wavefronts) is dead during the K loop: it shares dynamic shared memory with the two buffers
-    # of A 128x(64+8) and B 64x(256+8) f16 ...
-    assert launch.shared_bytes == max(128 * 264 * 4, 2 * (128 * 72 + 64 * 264) * 2)
+    # of A 256x(64+8) and B 64x(128+8) f16 ...
+    assert launch.shared_bytes == max(256 * 136 * 4, 2 * (256 * 72 + 64 * 136) * 2)
     assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
     # ... behind a barrier before the first copy (after the warps read the fill's zeros) and, after the K
     # loop, a wait for every copy and a barrier before the warps' results land there
@@ -125,7 +125,7 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
         done = subprocess.run(["ptxas", "-arch=sm_90a", str(job / "v0" / "kernels.ptx"), "-o", "/dev/null"])
         assert done.returncode == 0
     (launch,) = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
-    assert (launch.grid, launch.block) == ([16, 32, 1], [256, 1, 1])
+    assert (launch.grid, launch.block) == ([32, 16, 1], [256, 1, 1])
 
 
 @pytest.mark.parametrize("model, lowered_with, reads", [("linear_f16", "linalg.transpose", ["arg0", "arg1"]),
@@ -324,7 +324,7 @@ def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
     params = initial_params(str(job))
     (s,) = [s for s in params.ops if s.family == "matmul"]
     assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile, s.promote_shared, s.pipeline_depth) == \
-        ("mma_sync", [128, 256], [64, 64], 64, True, 2)
+        ("mma_sync", [256, 128], [64, 64], 64, True, 2)
     synchronous = apply_edit(params, ScheduleEdit(s.op_index, "pipeline_depth", 0))
     for version, schedule in enumerate([params, synchronous]):
         result = compile_iteration(str(job), version, schedule)

@@ -462,8 +462,9 @@ class MmaTiles(NamedTuple):
 
 
 # v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200
-# (benchmarks/results/schedule_sweep_h200.md runs 3-13): f16 and bf16 in 128x256 blocks of eight 64x64
-# warps, K steps of 64 filled by cp.async two steps ahead (1.04x over 128x128 blocks of four warps, the
+# (benchmarks/results/schedule_sweep_h200.md runs 3-27): f16 and bf16 in 256x128 blocks of eight 64x64
+# warps (1.01-1.02x over 128x256 in runs 18, 20, 26 and 27; 128x256 where 256 does not divide M), K
+# steps of 64 filled by cp.async two steps ahead (128x256: 1.04x over 128x128 blocks of four warps, the
 # accumulator tile sharing the buffers' memory; those 1.24x over 128x64 blocks of two warps with K32 and
 # 3 stages and 1.82x over synchronous staging; bf16 2.06x over synchronous staging), where the grid
 # fills the GPU; TF32 in two 64x64 warps with K steps of 32, 2 stages in 3 buffers, the copies ahead of
@@ -472,7 +473,8 @@ class MmaTiles(NamedTuple):
 _UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
                        MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
                        MmaTiles((32, 32), (16, 16), 16, False)]
-_HALF_MMA_TILES = [MmaTiles((128, 256), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+_HALF_MMA_TILES = [MmaTiles((256, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+                   MmaTiles((128, 256), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
                    MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
                    MmaTiles((128, 64), (64, 64), 32, True, 3), MmaTiles((128, 64), (64, 64), 32, True),
                    MmaTiles((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]
