@@ -377,6 +377,23 @@ def test_a_pipelined_tensor_core_matmul_may_issue_its_copies_ahead():
     assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, pipeline_depth=0), f16, True) is None
 
 
+def test_a_register_limited_tensor_core_matmul_gets_its_pipeline_first():
+    """Shaped as the f16 matmul's v0 on the H200 (perf_targets_h200.md run 26: one block of 8 warps per SM,
+    12.5% theoretical occupancy by its registers, SM and memory SOL 59%): register-limited by design, so
+    the occupancy route of a matmul tries the pipeline's families before the tile and register ones:
+    a deeper pipeline, then copies ahead of the mma; a SIMT matmul goes on to more threads."""
+    f16 = dataclasses.replace(MATMUL, dtype="f16")
+    v0 = OpSchedule(0, "matmul", [256, 128, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
+                    tensor_core="mma_sync", pipeline_depth=2)
+    shape = hand_written(sm=59, mem=59, waves=3.88, achieved=12.5, theoretical=12.5, block=256, grid=512)
+    d = advise(request_for(f16, v0, [shape]))
+    assert (d.bottleneck, d.evidence[-1].rule) == ("occupancy", "register_limited")
+    assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 3))
+    deepest = dataclasses.replace(v0, pipeline_depth=4)
+    assert advise(request_for(f16, deepest, [shape])).hypothesis.family == "copies_ahead"
+    assert load().routes["occupancy"]["matmul"][:2] == ["async_copy", "copies_ahead"]
+
+
 def test_promote_shared_stages_only_tensor_core_kernels():
     """promote_shared: only a tensor-core kernel stages its operand tiles (the compile stage stages no other
     kernel's), and only once."""
