@@ -112,7 +112,7 @@ class OpSchedule(JsonRecord):
     pipeline_depth: int = 0
     # a pipelined kernel's staged tiles get one buffer more than pipeline_depth: step i + depth's copies
     # go into the buffer the warps finished at step i - 1, so they are issued before step i's mma, and
-    # the K loop keeps one barrier per step instead of three (mlir.trim_k_loop_barriers)
+    # the K loop keeps one barrier per step instead of two (mlir.trim_k_loop_barriers)
     copies_ahead: bool = False
     # ptxas fits this many blocks of the kernel on an SM (.minnctapersm): fewer registers per thread,
     # spilling if it must; 0 = ptxas's choice
