@@ -83,8 +83,12 @@ def loop_bodies(body: str) -> list[str]:
     return loops
 
 
+# a global access's cache operator, where the kernel has one: .nc (read-only loads), .cs (cache_streaming)
+CACHE_OPERATOR = r"(?:\.nc|\.cs)?"
+
+
 def vector_loads(body: str) -> int:
-    return len(re.findall(r"ld\.global(?:\.nc|\.cs)?\.v4\.(?:b32|f32)", body))
+    return len(re.findall(rf"ld\.global{CACHE_OPERATOR}\.v4\.(?:b32|f32)", body))
 
 
 def vector_stores(body: str) -> int:
@@ -92,7 +96,7 @@ def vector_stores(body: str) -> int:
 
 
 def scalar_accesses(body: str) -> int:
-    return len(re.findall(r"(?:ld|st)\.global(?:\.nc|\.cs)?\.(?:b32|f32)\b", body))
+    return len(re.findall(rf"(?:ld|st)\.global{CACHE_OPERATOR}\.(?:b32|f32)\b", body))
 
 
 def test_elementwise_chain_is_one_kernel_of_128_bit_accesses_over_many_waves(compiled):
@@ -494,7 +498,7 @@ def test_interleaving_refuses_a_run_read_in_part():
 def _access_offsets(body: str) -> list[list[int]]:
     """The byte offsets of the 128-bit global loads and stores from each base register, per register."""
     by_base: dict[str, list[int]] = {}
-    for base, offset in re.findall(r"(?:ld|st)\.global(?:\.nc|\.cs)?\.v4\.\w+\s+[^\[]*\[(%rd\d+)(?:\+(\d+))?\]", body):
+    for base, offset in re.findall(rf"(?:ld|st)\.global{CACHE_OPERATOR}\.v4\.\w+\s+[^\[]*\[(%rd\d+)(?:\+(\d+))?\]", body):
         by_base.setdefault(base, []).append(int(offset or 0))
     return sorted(sorted(offsets) for offsets in by_base.values())
 
