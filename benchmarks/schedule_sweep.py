@@ -35,21 +35,18 @@ class Variant:
     row_kernel_reductions: int = 0  # row pipelines of up to this many reductions become row kernels
 
 
-# v0 of an f16 or bf16 matmul at 4096: 256x128 blocks of eight 64x64 warps (1.01-1.02x over 128x256,
-# runs 18, 20, 26, 27), A/B staged in shared memory per K step of 64, filled by cp.async 2 steps ahead
-# (pipeline_depth 2); the accumulator tile (rows padded by 8 words) shares the buffers' memory; 210
-# registers per thread, one block per SM. copies_ahead (a spare buffer, the copies issued before the
-# step's mma, one barrier per K step instead of two) lost 0.93x, with 3 steps in 4 buffers 0.75x (run 26);
-# with 128x128 blocks (3 buffers of 35 KB) two blocks fit an SM
+# v0 of an f16 or bf16 matmul at 4096: one warpgroup on wgmma per 128x128 block, K steps of 64, 4 in
+# flight (cp.async into 128-byte swizzled rows), 128 KB of buffers shared with the accumulator tile, one
+# block per SM (perf_targets_h200.md run 31: 1.24x over mma.sync's best, 3 stages 0.97x, 2 stages 0.95x,
+# 64x256 blocks 0.86x, 64x128 blocks 0.78x). mma.sync's best: 256x128 blocks of eight 64x64 warps, 2
+# stages (copies ahead 0.93x, 3 stages in 4 buffers 0.75x: schedule_sweep_h200.md run 26)
 MMA_VARIANTS = [
-    Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
-    Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
-    Variant("3 stages", "matmul", {"pipeline_depth": 3}),
-    Variant("K32, 3 stages", "matmul", {"reduction_tile": 32, "pipeline_depth": 3}),
-    Variant("128x256 block, 8 warps of 64x64", "matmul", {"block_tile": [128, 256]}),
-    Variant("copies ahead (3 buffers)", "matmul", {"copies_ahead": True}),
-    Variant("copies ahead, 128x128 block, 2 blocks per SM", "matmul",
-            {"copies_ahead": True, "block_tile": [128, 128], "min_blocks_per_sm": 2}),
+    Variant("mma.sync, 256x128 block of eight 64x64 warps, 2 stages", "matmul",
+            {"tensor_core": "mma_sync", "block_tile": [256, 128], "thread_tile": [64, 64], "pipeline_depth": 2}),
+    Variant("3 stages (2 blocks per SM)", "matmul", {"pipeline_depth": 3}),
+    Variant("5 stages", "matmul", {"pipeline_depth": 5}),
+    Variant("64x256 block, 3 stages", "matmul", {"block_tile": [64, 256], "thread_tile": [64, 256], "pipeline_depth": 3}),
+    Variant("128x64 block (2 blocks per SM)", "matmul", {"block_tile": [128, 64], "thread_tile": [128, 64]}),
 ]
 # v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 2 steps ahead
 # into 3 buffers, the copies issued before the step's mma (copies_ahead: 1.07x over 3 stages in 3 buffers
@@ -69,11 +66,11 @@ SIMT_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
     Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
 ]
-# v0 of a bf16 matmul: as of an f16 one (MMA_VARIANTS)
-BF16_VARIANTS = [
+# the zoo's small f16 matmuls keep mma.sync v0 (128x64 blocks of two 64x64 warps, K32, 3 stages): wgmma's
+# 128x128 blocks would not fill the GPU
+SMALL_MMA_VARIANTS = [
     Variant("synchronous staging", "matmul", {"pipeline_depth": 0}),
     Variant("128x128 block, 4 warps of 64x64", "matmul", {"block_tile": [128, 128]}),
-    *MMA_VARIANTS[4:],
 ]
 # small SIMT matmuls (the zoo's MLP: 256x1024 and 256x256 outputs): v0 takes blocks of one warp, 16x8
 # outputs of 2x2 per thread, where 64x64 blocks would not fill the GPU (1.47x over 32x32 and 16x32 blocks,
@@ -153,12 +150,12 @@ SWEEPS = {
                 {"block_tile": [8, 256], "thread_tile": [4, 4]})]),
     "matmul4096_f16": Sweep(MODELS / "matmul4096_f16.py", MMA_VARIANTS),
     "matmul4096_f16_relu": Sweep(MODELS / "matmul4096_f16_relu.py", MMA_VARIANTS),
-    "matmul_f16": Sweep(ZOO / "matmul_f16.py", MMA_VARIANTS[:2]),
-    "linear_f16": Sweep(ZOO / "linear_f16.py", MMA_VARIANTS[:2]),
-    "linear_bias_f16": Sweep(ZOO / "linear_bias_f16.py", MMA_VARIANTS[:1]),
+    "matmul_f16": Sweep(ZOO / "matmul_f16.py", SMALL_MMA_VARIANTS),
+    "linear_f16": Sweep(ZOO / "linear_f16.py", SMALL_MMA_VARIANTS),
+    "linear_bias_f16": Sweep(ZOO / "linear_bias_f16.py", SMALL_MMA_VARIANTS[:1]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
     "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS),
-    "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", BF16_VARIANTS),
+    "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", MMA_VARIANTS),
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
     "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),
     "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),

@@ -474,7 +474,7 @@ def test_interleaving_gives_each_thread_vectors_a_block_width_apart_the_same_for
         mlir.interleave_thread_columns(module, {"rows"}, 16)
         module.operation.verify()
         kernel = mlir._kernel_ops(module, "gpu.func")[0]
-        loads, stores = mlir._ops_named(kernel, "vector.load"), mlir._ops_named(kernel, "vector.store")
+        loads, stores = mlir.ops_named(kernel, "vector.load"), mlir.ops_named(kernel, "vector.store")
         assert len(loads) == 4 and len(stores) == 2
         x_columns = [_columns_of(a, 8) for a in loads[:2]]
         assert x_columns == [[[4 * t + i for i in range(4)] for t in range(8)],

@@ -24,6 +24,7 @@ from workers.frontend import lower_model
 from workers.records import LaunchConfig, ScheduleEdit
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
+WGMMA_GPU_TEST = Path(__file__).resolve().parent / "data" / "measure" / "matmul_f16_wgmma_v0"
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +79,30 @@ def test_a_thread_tile_that_is_no_warp_tile_gets_one(jobs):
     assert launch.block == [256, 1, 1]
 
 
-def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
-    """a @ b in f16 (matmul f16 x f16 -> f32, then a truncf-only epilogue), v0 at 4096^3: a grid that fills
-    the GPU takes 256x128 blocks of eight 64x64 warps (the 256x256 zoo matmul keeps 128x64 blocks, above),
-    K steps of 64 staged in two buffers per tile, filled by cp.async while the warps compute on the other."""
-    job = tmp_path / "matmul4096_f16"
+MMA_SYNC_4096 = {"tensor_core": "mma_sync", "block_tile": [256, 128], "thread_tile": [64, 64], "reduction_tile": 64,
+                 "pipeline_depth": 2}
+
+
+def mma_sync_4096(job: Path):
+    """v0 of a 4096^3 matmul job with its tensor-core kernel on mma.sync instead of wgmma."""
+    params = initial_params(str(job))
+    (s,) = [s for s in params.ops if s.family == "matmul"]
+    return apply_edit(params, ScheduleEdit(s.op_index, "tensor_core", MMA_SYNC_4096))
+
+
+@pytest.fixture(scope="module")
+def matmul4096_f16(tmp_path_factory):
+    job = tmp_path_factory.mktemp("benchmarks") / "matmul4096_f16"
     lower_model(str(BENCHMARKS / "matmul4096_f16.py"), str(job))
-    result = compile_iteration(str(job), 0, initial_params(str(job)))
+    return job
+
+
+def test_plain_f16_matmul_compiles_on_tensor_cores(matmul4096_f16):
+    """a @ b in f16 (matmul f16 x f16 -> f32, then a truncf-only epilogue) at 4096^3 on mma.sync: 256x128
+    blocks of eight 64x64 warps (mma.sync's best on the H200 for a grid that fills the GPU), K steps of 64
+    staged in two buffers per tile, filled by cp.async while the warps compute on the other."""
+    job = matmul4096_f16
+    result = compile_iteration(str(job), 0, mma_sync_4096(job))
     assert result.ok, result.error
     ptx = (job / "v0" / "kernels.ptx").read_text()
     # a 64x64 warp tile is 4x8 mma tiles, 4 times per 64-wide K step
@@ -106,7 +124,7 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(tmp_path):
     # in two wavefronts) is dead during the K loop: it shares dynamic shared memory with the two buffers
     # of A 256x(64+8) and B 64x(128+8) f16 ...
     assert launch.shared_bytes == max(256 * 136 * 4, 2 * (256 * 72 + 64 * 136) * 2)
-    assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
+    assert ".extern .shared .align 1024 .b8 __farm_dynamic_shared[];" in ptx
     # ... behind a barrier before the first copy (after the warps read the fill's zeros) and, after the K
     # loop, a wait for every copy and a barrier before the warps' results land there
     before_copies = ptx[:ptx.index("cp.async")]
@@ -229,7 +247,7 @@ def test_rows_read_by_scalar_fragment_loads_are_8_banks_apart(columns, padded):
     ("elementwise_chain", "tensor_core", "mma_sync", "tensor_core applies to a linalg.matmul kernel"),
     ("matmul_f16", "block_tile", [64, 12], "block_tile [64, 12] must divide the output 256x256"),
     ("matmul_f16", "block_tile", [8, 8], "block_tile [8, 8] is no multiple of the 16x8 mma tile"),
-    ("matmul_f16", "tensor_core", "wmma", "tensor_core must be 'none' or 'mma_sync'"),
+    ("matmul_f16", "tensor_core", "wmma", "tensor_core must be 'none', 'mma_sync' or 'wgmma'"),
     ("matmul_f16", "promote_shared", False, "pipeline_depth multi-buffers the staged A and B tiles: it needs promote_shared"),
 ])
 def test_tensor_cores_where_they_do_not_apply_fail_at_the_schedule_stage(jobs, job, field, value, reason):
@@ -239,6 +257,117 @@ def test_tensor_cores_where_they_do_not_apply_fail_at_the_schedule_stage(jobs, j
     shutil.rmtree(jobs / job / "v2", ignore_errors=True)
     result = compile_iteration(str(jobs / job), 2, apply_edit(params, ScheduleEdit(op, field, value)))
     assert not result.ok and result.stage == "schedule" and reason in result.error, result.error
+
+
+WGMMA = {"tensor_core": "wgmma", "block_tile": [128, 128], "thread_tile": [0, 0], "reduction_tile": 64,
+         "pipeline_depth": 4}
+
+
+def test_v0_of_a_4096_f16_matmul_is_one_warpgroup_on_wgmma(matmul4096_f16):
+    """v0 at 4096^3 on the H200's wgmma: a warpgroup per 128x128 block, its accumulators in registers
+    through the K loop; 4 K steps of 64 in flight, A (128x64) and B (64x128) tiles copied by cp.async
+    into 128-byte swizzled rows; the epilogue's accumulator tile shares their memory."""
+    job = matmul4096_f16
+    (s,) = initial_params(str(job)).ops
+    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile, s.promote_shared, s.pipeline_depth) == \
+        ("wgmma", [128, 128], [128, 128], 64, True, 4)
+    result = compile_iteration(str(job), 1, initial_params(str(job)))
+    assert result.ok, result.error
+    ptx = (job / "v1" / "kernels.ptx").read_text()
+    # one step: two m64 halves x four k16 of the 64-wide step, B read N-major (tnsp-b 1, tnsp-a 0)
+    mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1,  1, 0,  1;",
+                      ptx)
+    assert len(mmas) == 8 == ptx.count("wgmma.mma_async")
+    # a step starts once its copies landed (2 steps' groups left in flight), fenced from the generic
+    # proxy they wrote through to the async one wgmma reads through, and everyone's are in
+    step_start = "cp.async.wait_group \t2;\n\tfence.proxy.async.shared::cta;\n\tbar.sync \t0;"
+    assert ptx.count(step_start) == 1 and ptx.index(step_start) < ptx.index("wgmma.fence")
+    # each step's wgmmas stay in flight until the next step's are issued; all are done before the store
+    assert ptx.count("wgmma.wait_group.sync.aligned \t1;") == 1
+    assert "wgmma.wait_group.sync.aligned \t0;" in ptx[ptx.rindex("wgmma.mma_async"):]
+    # a thread's 8 + 8 chunks of 16 bytes per step: 3 steps before the loop, 1 in it
+    assert ptx.count("cp.async.ca.shared.global") + ptx.count("cp.async.cg.shared.global") == 4 * 16
+    # no fragment loads: wgmma reads its operands from shared memory itself
+    assert "ldmatrix" not in ptx and "mma.sync" not in ptx
+    (launch,) = LaunchConfig.from_json((job / "v1" / "config.json").read_text()).launches
+    # one warpgroup per block; 4 buffers of A and B (128 + 128 rows of 128 bytes), which the 64 KB
+    # accumulator tile overlaps, from a 1024-byte aligned start (the swizzle's 8 rows of 128 bytes)
+    assert (launch.grid, launch.block) == ([32, 32, 1], [128, 1, 1])
+    assert launch.shared_bytes == 4 * (128 + 128) * 128
+    assert ".extern .shared .align 1024 .b8 __farm_dynamic_shared[];" in ptx
+    if shutil.which("ptxas"):
+        done = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(job / "v1" / "kernels.ptx"), "-o", "/dev/null"],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        # no wait that ptxas had to add itself (C7517): the accumulators are read after the explicit one
+        assert "warpgroup.wait is injected" not in done.stderr
+
+
+def test_bf16_matmuls_run_on_wgmma(tmp_path):
+    job = tmp_path / "matmul4096_bf16"
+    lower_model(str(BENCHMARKS / "matmul4096_bf16.py"), str(job))
+    assert initial_params(str(job)).ops[0].tensor_core == "wgmma"
+    result = compile_iteration(str(job), 0, initial_params(str(job)))
+    assert result.ok, result.error
+    assert (job / "v0" / "kernels.ptx").read_text().count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 8
+
+
+def test_a_64_row_wgmma_tile_and_a_fused_relu(jobs):
+    """The zoo's relu(a @ b) (256x512x256 f16) in 64x256 blocks, 3 steps in flight: one m64n256k16 per
+    k16, the epilogue (ReLU, cast) over the warpgroup's 128 threads."""
+    job = jobs / "matmul_f16"
+    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "tensor_core", {
+        **WGMMA, "block_tile": [64, 256], "pipeline_depth": 3}))
+    result = compile_iteration(str(job), 20, params)
+    assert result.ok, result.error
+    ptx = (job / "v20" / "kernels.ptx").read_text()
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
+    assert "selp.b16" in ptx, "the ReLU: a half set to 0 where it is below"
+    (launch,) = LaunchConfig.from_json((job / "v20" / "config.json").read_text()).launches
+    assert (launch.grid, launch.block, launch.shared_bytes) == ([1, 4, 1], [128, 1, 1], 3 * (64 + 256) * 128)
+
+
+def test_the_gpu_tests_wgmma_kernel_is_what_the_compile_stage_makes(jobs):
+    """test_measure_gpu.py runs tests/data/measure/matmul_f16_wgmma_v0 on the GPU: the zoo's relu(a @ b) in
+    128x128 blocks with 4 steps in flight. After a change to the wgmma path, copy the new v23's config.json
+    and kernels.ptx there (and run that test on the GPU node)."""
+    job = jobs / "matmul_f16"
+    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "tensor_core", {**WGMMA, "thread_tile": [128, 128]}))
+    result = compile_iteration(str(job), 23, params)
+    assert result.ok, result.error
+    for name in ("config.json", "kernels.ptx"):
+        assert (job / "v23" / name).read_text() == (WGMMA_GPU_TEST / name).read_text(), f"{job / 'v23' / name} changed"
+
+
+@pytest.mark.parametrize("edit, reason", [
+    ({"block_tile": [64, 32]}, "a wgmma block tile is 64 or 128 rows by 64 or 128 or 256 columns"),
+    ({"block_tile": [128, 256]}, "at most 16384 outputs"),
+    ({"reduction_tile": 32}, "a wgmma K step is 64 elements"),
+    ({"pipeline_depth": 1}, "promote_shared with pipeline_depth 2 or more"),
+    ({"pipeline_depth": 9}, "pipeline_depth 9 needs at least that many K steps, K=512 has 8"),
+    ({"thread_tile": [64, 64]}, "the warpgroup computes the whole block tile"),
+])
+def test_wgmma_tiles_the_kernel_cannot_take_fail_at_the_schedule_stage(jobs, edit, reason):
+    job = jobs / "matmul_f16"
+    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "tensor_core", {**WGMMA, **edit}))
+    shutil.rmtree(job / "v21", ignore_errors=True)
+    result = compile_iteration(str(job), 21, params)
+    assert not result.ok and result.stage == "schedule" and reason in result.error, result.error
+
+
+def test_wgmma_needs_sm_90a_and_16_bit_operands(jobs):
+    job = jobs / "matmul_f16"
+    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "tensor_core", WGMMA))
+    result = compile_iteration(str(job), 22, apply_edit(params, ScheduleEdit(-1, "chip", "sm_80")))
+    assert not result.ok and "wgmma runs on sm_90a, not sm_80" in result.error, result.error
+    assert initial_params(str(job), chip="sm_80").ops[0].tensor_core == "mma_sync"
+    square = jobs / "matmul_square"
+    params = initial_params(str(square), tf32=True)
+    op = params.ops[0].op_index
+    params = apply_edit(params, ScheduleEdit(op, "tensor_core", {**WGMMA, "block_tile": [128, 128, 0],
+                                                                 "thread_tile": [0, 0, 0]}))
+    result = compile_iteration(str(square), 22, params)
+    assert not result.ok and "wgmma takes f16 x f16 and bf16 x bf16 -> f32 matmuls" in result.error, result.error
 
 
 def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):
@@ -309,7 +438,7 @@ def test_a_tf32_mlp_transposes_its_weights_then_runs_tensor_core_kernels(tmp_pat
     result = compile_iteration(str(job), 0, params)
     assert result.ok, result.error
     ptx = (job / "v0" / "kernels.ptx").read_text()
-    assert ptx.count(".extern .shared .align 16 .b8 __farm_dynamic_shared[];") == 1
+    assert ptx.count(".extern .shared .align 1024 .b8 __farm_dynamic_shared[];") == 1
     launches = LaunchConfig.from_json((job / "v0" / "config.json").read_text()).launches
     assert [launch.shared_bytes > 48 * 1024 for launch in launches] == [False, True, False, True]
 
@@ -321,10 +450,8 @@ def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
     bf16 to bf16; synchronous staging (pipeline_depth 0) loads them through registers."""
     job = tmp_path / "matmul4096_bf16"
     lower_model(str(BENCHMARKS / "matmul4096_bf16.py"), str(job))
-    params = initial_params(str(job))
+    params = mma_sync_4096(job)
     (s,) = [s for s in params.ops if s.family == "matmul"]
-    assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile, s.promote_shared, s.pipeline_depth) == \
-        ("mma_sync", [256, 128], [64, 64], 64, True, 2)
     synchronous = apply_edit(params, ScheduleEdit(s.op_index, "pipeline_depth", 0))
     for version, schedule in enumerate([params, synchronous]):
         result = compile_iteration(str(job), version, schedule)
@@ -345,14 +472,14 @@ def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_pat
     kernel that much before launching it)."""
     job = tmp_path / "matmul4096_f16"
     lower_model(str(BENCHMARKS / "matmul4096_f16.py"), str(job))
-    params = initial_params(str(job))
+    params = mma_sync_4096(job)
     (s,) = [s for s in params.ops if s.tensor_core == "mma_sync"]
     for field, value in [("block_tile", [128, 128]), ("pipeline_depth", 0), ("reduction_tile", 32)]:
         params = apply_edit(params, ScheduleEdit(s.op_index, field, value))
     result = compile_iteration(str(job), 1, params)
     assert result.ok, result.error
     ptx = (job / "v1" / "kernels.ptx").read_text()
-    assert ".extern .shared .align 16 .b8 __farm_dynamic_shared[];" in ptx
+    assert ".extern .shared .align 1024 .b8 __farm_dynamic_shared[];" in ptx
     assert not re.search(r"^\s*\.shared ", ptx, re.M), "no static shared arrays beside it"
     (launch,) = LaunchConfig.from_json((job / "v1" / "config.json").read_text()).launches
     # accumulator 128x(128+8) f32, A 128x(32+8) f16, B 32x(128+8) f16
@@ -368,7 +495,7 @@ def test_tiles_over_48_kb_of_shared_memory_live_in_dynamic_shared_memory(tmp_pat
     assert not refused.ok and "need more shared memory than 232448 bytes" in refused.error
     # pipelined, the accumulator tile shares memory with the cp.async buffers: 256x128 blocks need the
     # larger of the two (136 KB against 2 x (A 256x(64+8) + B 64x(128+8)) f16), not their sum (242 KB)
-    shared_buffers = apply_edit(initial_params(str(job)), ScheduleEdit(s.op_index, "block_tile", [256, 128]))
+    shared_buffers = mma_sync_4096(job)
     result = compile_iteration(str(job), 4, shared_buffers)
     assert result.ok, result.error
     (launch,) = LaunchConfig.from_json((job / "v4" / "config.json").read_text()).launches

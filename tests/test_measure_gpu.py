@@ -20,6 +20,7 @@ from workers.records import BufferSpec, KernelArg, KernelLaunch, LaunchConfig
 DATA = Path(__file__).parent / "data"
 GOOD = DATA / "measure" / "elementwise_chain_v0"
 POC = DATA / "poc_matmul"
+WGMMA = DATA / "measure" / "matmul_f16_wgmma_v0"
 
 pytestmark = pytest.mark.gpu
 if gpu_unavailable():
@@ -97,3 +98,16 @@ def test_the_first_kernel_from_mlir(tmp_path):
     assert result.correct, result.error  # its first launch computes relu(a @ b + c) right
     # it mallocs per-thread scratch it never frees: repeated timed launches may exhaust the device heap
     assert result.status == "ok" or (result.status == "illegal_address" and "device malloc" in result.error), result.error
+
+
+def test_a_wgmma_kernel_computes_the_matmul(tmp_path):
+    """relu(a @ b) in f16 (the zoo's 256x512x256) on wgmma: one warpgroup per 128x128 block, 4 K steps of
+    64 in flight in 128-byte swizzled shared rows (tests/data/measure/matmul_f16_wgmma_v0, what the
+    compile stage makes of that schedule: test_compile_tensor_core.py checks it is still)."""
+    job = tmp_path / "matmul_f16"
+    shutil.copytree(WGMMA, job / "v0")
+    shutil.copy(DATA / "zoo" / "matmul_f16.py", job / "model.py")
+    result = measure_iteration(str(job), 0, timeout_s=300)
+    assert result.status == "ok" and result.correct, result.error
+    (kernel,) = result.kernels
+    assert (kernel.grid_size, kernel.block_size) == (4, 128)

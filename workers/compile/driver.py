@@ -15,6 +15,7 @@ from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_
 from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import VECTOR_BYTES, ScheduleError, emit_transform, initial_params_for
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, PIPELINE_SEQUENCE, STAGED, padded_columns
+from workers.compile.wgmma import warpgroup_matmuls
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
 
@@ -85,6 +86,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         module = prepared_payload(payload_text, pipeline.pre_schedule)
         schedule = mlir.parse(transform_text, "transform.mlir")
         mlir.apply_transform(module, schedule)
+        warpgroup_matmuls(module)
         mlir.run_pipeline(module, pipeline.post_schedule)
         mlir.run_on_contracting_kernels(module, pipeline.tensor_cores)
         if mlir.has_sequence(schedule, PIPELINE_SEQUENCE):

@@ -73,7 +73,7 @@ def run_on_contracting_kernels(module: ir.Module, pipeline: str) -> None:
     kernel that stages bf16 operand tiles goes through it with them typed f16 (stage_bf16_as_f16), and
     gets them back as bf16 after it (restore_bf16_tiles)."""
     for kernel in _kernel_ops(module, "gpu.func"):
-        if _ops_named(kernel, "vector.contract", first_only=True):
+        if ops_named(kernel, "vector.contract", first_only=True):
             bf16 = stage_bf16_as_f16(kernel)
             marks = _loop_marks(kernel)
             try:
@@ -92,13 +92,13 @@ def _named_attributes(op) -> list:
 def _loop_marks(kernel) -> list[dict[str, ir.Attribute]]:
     """The farm.* marks of each scf.for of the kernel, in walk order."""
     return [{a.name: a.attr for a in _named_attributes(loop) if a.name.startswith("farm.")}
-            for loop in _ops_named(kernel, "scf.for")]
+            for loop in ops_named(kernel, "scf.for")]
 
 
 def _restore_loop_marks(kernel, marks: list[dict[str, ir.Attribute]]) -> None:
     """convert-vector-to-gpu rebuilds the loops that carry mma fragments without their attributes; the
     loops themselves stay, in the same order."""
-    loops = _ops_named(kernel, "scf.for")
+    loops = ops_named(kernel, "scf.for")
     if len(loops) != len(marks):
         raise MlirError(f"the tensor-core conversion changed the kernel's loops ({len(marks)} -> {len(loops)})")
     for loop, loop_marks in zip(loops, marks):
@@ -137,7 +137,7 @@ def stage_bf16_as_f16(kernel) -> bool:
     (vector.transfer_write) or a read that only contractions take (no arithmetic ever sees the f16
     typing); the tiles are marked BF16_AS_F16; returns whether the kernel was retyped."""
     bf16, f16 = ir.BF16Type.get(), ir.F16Type.get()
-    tiles = [a for a in _shared_tiles(_ops_named(kernel, "memref.alloc"))
+    tiles = [a for a in _shared_tiles(ops_named(kernel, "memref.alloc"))
              if ir.MemRefType(a.results[0].type).element_type == bf16]
 
     def staged(op) -> bool:
@@ -173,7 +173,7 @@ def restore_bf16_tiles(kernel) -> None:
     copies store the bf16 values themselves (cp.async can then copy them: it takes one element type),
     and the ldmatrix fragments read from them are bf16, which the mma.sync take as such."""
     bf16 = ir.BF16Type.get()
-    for alloc in [a for a in _ops_named(kernel, "memref.alloc") if BF16_AS_F16 in a.attributes]:
+    for alloc in [a for a in ops_named(kernel, "memref.alloc") if BF16_AS_F16 in a.attributes]:
         accesses = _accesses(alloc.results[0])
         for view in _views(alloc.results[0]):
             _retype(view, bf16)
@@ -248,7 +248,7 @@ def ptx_of_binaries(module: ir.Module) -> dict[str, bytes]:
 CONTRACTIBLE = ("arith.mulf", "arith.addf", "arith.subf")
 
 
-def _ops_named(root, name: str, first_only: bool = False) -> list:
+def ops_named(root, name: str, first_only: bool = False) -> list:
     """The ops called `name` inside `root` (itself included), in walk order; the first only, if asked."""
     found = []
 
@@ -265,7 +265,7 @@ def _ops_named(root, name: str, first_only: bool = False) -> list:
 
 def _kernel_ops(module: ir.Module, name: str) -> list:
     return [found for op in module.body.operations if op.operation.name == "gpu.module"
-            for found in _ops_named(op, name)]
+            for found in ops_named(op, name)]
 
 
 WORKGROUP = "#gpu.address_space<workgroup>"
@@ -275,14 +275,14 @@ def _is_memref(value: ir.Value) -> bool:
     return value.type.typeid == ir.MemRefType.static_typeid
 
 
-def _in_shared_memory(value: ir.Value) -> bool:
+def in_shared_memory(value: ir.Value) -> bool:
     """Whether `value` is a memref in workgroup (shared) memory."""
     return _is_memref(value) and str(ir.MemRefType(value.type).memory_space) == WORKGROUP
 
 
 def _shared_tiles(ops: list) -> list:
     """The memref.allocs among `ops` that are in shared memory."""
-    return [a for a in ops if _in_shared_memory(a.results[0])]
+    return [a for a in ops if in_shared_memory(a.results[0])]
 
 
 def _enclosing(op, name: str):
@@ -292,7 +292,7 @@ def _enclosing(op, name: str):
     return op
 
 
-def _siblings(op) -> tuple[list, int]:
+def siblings(op) -> tuple[list, int]:
     """The ops of `op`'s block, in order, and `op`'s position among them."""
     ops = [o.operation for o in op.operation.block.operations]
     return ops, ops.index(op.operation)
@@ -332,9 +332,9 @@ def pad_tensor_core_tiles(module: ir.Module, padded_columns: Callable[[int, int,
     in the same banks and are serialized. Run it after `fold-memref-alias-ops` (no subviews of the tile
     left); the new tile keeps the old one's attributes (its marks)."""
     for kernel in _kernel_ops(module, "gpu.func"):
-        if not _ops_named(kernel, "nvgpu.mma.sync"):
+        if not ops_named(kernel, "nvgpu.mma.sync"):
             continue
-        for alloc in _shared_tiles(_ops_named(kernel, "memref.alloc")):
+        for alloc in _shared_tiles(ops_named(kernel, "memref.alloc")):
             old = ir.MemRefType(alloc.results[0].type)
             accesses = [use.owner.name for use in alloc.results[0].uses]
             if old.rank < 2 or any(a not in INDEXED_ACCESSES for a in accesses):
@@ -372,9 +372,9 @@ def overlap_tiles_dead_in_k_loops(module: ir.Module, staged_mark: str, loop_mark
     for loop in _kernel_ops(module, "scf.for"):
         if loop_mark not in loop.attributes:
             continue
-        block, at = _siblings(loop)
+        block, at = siblings(loop)
         copies = [i for i, op in enumerate(block[:at]) if op.name == "nvgpu.device_async_copy"]
-        others = [a for a in _shared_tiles(_ops_named(_enclosing(loop, "gpu.func"), "memref.alloc"))
+        others = [a for a in _shared_tiles(ops_named(_enclosing(loop, "gpu.func"), "memref.alloc"))
                   if staged_mark not in a.attributes]
         if not copies or not others:
             continue
@@ -413,7 +413,7 @@ def _issues_copies_only(segment: list) -> bool:
     """Whether the ops issue cp.async copies into shared memory and touch it in no other way."""
     return any(op.name == "nvgpu.device_async_copy" for op in segment) and all(
         op.name in ("nvgpu.device_async_copy", "nvgpu.device_async_create_group")
-        or not op.regions and not any(_in_shared_memory(v) for v in op.operands) for op in segment)
+        or not op.regions and not any(in_shared_memory(v) for v in op.operands) for op in segment)
 
 
 def trim_k_loop_barriers(module: ir.Module, loop_mark: str, ahead_mark: str) -> None:
@@ -462,7 +462,7 @@ def large_shared_to_dynamic(module: ir.Module) -> None:
     for what they span (dynamicSharedMemorySize; the measure worker lets the kernel use more than 48 KB).
     Run it before the launches are read (host.LaunchSequence)."""
     for kernel in _kernel_ops(module, "gpu.func"):
-        tiles = _shared_tiles(_ops_named(kernel, "memref.alloc"))
+        tiles = _shared_tiles(ops_named(kernel, "memref.alloc"))
         overlapping = [a for a in tiles if OVERLAPS_STAGED in a.attributes]
         if sum(_bytes(ir.MemRefType(a.results[0].type)) for a in tiles) <= STATIC_SHARED_BYTES and not overlapping:
             continue
@@ -483,6 +483,8 @@ def large_shared_to_dynamic(module: ir.Module) -> None:
 
 
 DYNAMIC_SHARED = "__farm_dynamic_shared"
+# the array's start: a wgmma kernel's 128-byte swizzled tiles (at offset 0) start at a multiple of 1024 bytes
+DYNAMIC_SHARED_ALIGNMENT = 1024
 
 
 def _dynamic_shared_memory(kernel) -> ir.Value:
@@ -495,7 +497,7 @@ def _dynamic_shared_memory(kernel) -> ir.Value:
     if not any(op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == DYNAMIC_SHARED
                for op in gpu_module.regions[0].blocks[0].operations):
         with ir.InsertionPoint.at_block_begin(gpu_module.regions[0].blocks[0]), kernel.location:
-            memref_dialect.GlobalOp(DYNAMIC_SHARED, ir.TypeAttr.get(declared), alignment=16)
+            memref_dialect.GlobalOp(DYNAMIC_SHARED, ir.TypeAttr.get(declared), alignment=DYNAMIC_SHARED_ALIGNMENT)
     with ir.InsertionPoint.at_block_begin(kernel.regions[0].blocks[0]), kernel.location:
         array = memref_dialect.GetGlobalOp(declared, DYNAMIC_SHARED).result
         return memref_dialect.CastOp(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], i8, memory_space=workgroup),
@@ -506,7 +508,7 @@ def _set_launch_shared_bytes(module: ir.Module, kernel, size: int) -> None:
     """Give every launch of `kernel` (an outlined gpu.func) `size` bytes of dynamic shared memory."""
     gpu_module = kernel.parent
     target = f"@{ir.StringAttr(gpu_module.attributes['sym_name']).value}::@{ir.StringAttr(kernel.attributes['sym_name']).value}"
-    for launch in _ops_named(main_func(module), "gpu.launch_func"):
+    for launch in ops_named(main_func(module), "gpu.launch_func"):
         if str(launch.attributes["kernel"]) != target:
             continue
         counts = list(ir.DenseI32ArrayAttr(launch.attributes["operandSegmentSizes"]))
@@ -533,7 +535,7 @@ WRITES = (*STORES, "vector.maskedstore", "vector.scatter", "memref.copy", "memre
 
 
 def _writes_workgroup_memory(op) -> bool:
-    return op.name in STORES and _in_shared_memory(op.operands[1])
+    return op.name in STORES and in_shared_memory(op.operands[1])
 
 
 def sync_after_block_loops(module: ir.Module) -> None:
@@ -543,9 +545,9 @@ def sync_after_block_loops(module: ir.Module) -> None:
     mapping put its barrier inside the loop, before them; a barrier between the loop and those writes
     (overlap_tiles_dead_in_k_loops puts one there) does not order them before the reads."""
     for loop in _kernel_ops(module, "scf.for"):
-        if not _ops_named(loop, "gpu.barrier", first_only=True):
+        if not ops_named(loop, "gpu.barrier", first_only=True):
             continue
-        ops, at = _siblings(loop)
+        ops, at = siblings(loop)
         last_write, synced = None, False
         for op in ops[at + 1:]:
             if op.regions or op.name == "gpu.barrier" and last_write is not None:
@@ -563,7 +565,7 @@ READS = ("vector.load", "memref.load", "vector.transfer_read")
 
 
 def _outside_shared_memory(value: ir.Value) -> bool:
-    return _is_memref(value) and not _in_shared_memory(value)
+    return _is_memref(value) and not in_shared_memory(value)
 
 
 def _written_memory(op) -> tuple[bool, set]:
@@ -577,7 +579,7 @@ def _written_memory(op) -> tuple[bool, set]:
             for v in o.operands:
                 if _outside_shared_memory(v):
                     outside = True
-                elif _in_shared_memory(v):
+                elif in_shared_memory(v):
                     shared.add(_root_alloc(v))
         return ir.WalkResult.ADVANCE
 
@@ -614,7 +616,7 @@ def reuse_reads(module: ir.Module) -> None:
             seen, repeated = {}, []  # key -> (first load, its shared allocation or None for global memory)
             for op in block.operations:
                 source = op.operands[0] if op.name in READS else None
-                alloc = _root_alloc(source) if source is not None and _in_shared_memory(source) else None
+                alloc = _root_alloc(source) if source is not None and in_shared_memory(source) else None
                 if source is not None and (_outside_shared_memory(source) or alloc is not None):
                     key = (op.name, tuple(op.operands), str(op.results[0].type),
                            tuple((a.name, str(a.attr)) for a in _named_attributes(op)))
@@ -647,9 +649,9 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
         if name not in kernels:
             continue
-        runs = {op.results[0]: width for op in _ops_named(kernel, "affine.apply") if (width := _thread_run_width(op))}
+        runs = {op.results[0]: width for op in ops_named(kernel, "affine.apply") if (width := _thread_run_width(op))}
         moved, others = [], []
-        for access in [op for n in INDEXED_ACCESSES for op in _ops_named(kernel, n)]:
+        for access in [op for n in INDEXED_ACCESSES for op in ops_named(kernel, n)]:
             if _outside_shared_memory(access.operands[_memref_position(access)]):
                 view = _whole_run_view(access, runs)
                 (moved if view is not None else others).append((access, view))
@@ -805,7 +807,7 @@ def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> None:
         if name not in kernels:
             continue
         x, y, z = _known_block_size(kernel)
-        lasts = [op for op in _ops_named(kernel, "scf.if") if _thread_below(op.operands[0], 1)
+        lasts = [op for op in ops_named(kernel, "scf.if") if _thread_below(op.operands[0], 1)
                  and op.operation.parent.name == "gpu.func"]  # every thread of the block reaches it
         rewritten = [_merge_in_a_warp(last) for last in lasts] if x % WARP_SIZE == 0 and y == z == 1 else []
         if not any(rewritten):
@@ -848,7 +850,7 @@ def _root_alloc(value: ir.Value):
 def _merge_step(step):
     """The one float vector.reduction in the merge step `step`, of a vector.load of up to 32 values
     (a power of two): (reduction, combining op, load, values), or None."""
-    reductions = _ops_named(step, "vector.reduction")
+    reductions = ops_named(step, "vector.reduction")
     if len(reductions) != 1:
         return None
     reduction = reductions[0]
@@ -891,7 +893,7 @@ def _merge_in_a_warp(last) -> bool:
     `last` (allocations, constants, conditions) move before the warp's step, `last` moves into it after
     the shuffles of its 32 values, its load and reduction become their total, and the barrier goes.
     False where the merge has another shape."""
-    ops, at = _siblings(last)
+    ops, at = siblings(last)
     barriers = [i for i in range(at) if ops[i].name == "gpu.barrier"]
     if not barriers or barriers[-1] == 0:
         return False
@@ -903,7 +905,7 @@ def _merge_in_a_warp(last) -> bool:
         return False
     reduction, combine, load, _ = final
     results = _root_alloc(load.operands[0])
-    stores = [op for op in _ops_named(warp, "memref.store") if results is not None and _root_alloc(op.operands[1]) == results]
+    stores = [op for op in ops_named(warp, "memref.store") if results is not None and _root_alloc(op.operands[1]) == results]
     if not stores:
         return False
     if first is not None:

@@ -39,7 +39,7 @@ from typing import NamedTuple
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.cache_hints import STREAMED
 from workers.compile.pipeline import ANY, transform_module_head
-from workers.compile.tensor_core import (PIPELINE_SEQUENCE, WARP_SIZE, MmaPlan, emit_mma_contracts,
+from workers.compile.tensor_core import (PIPELINE_SEQUENCE, WARP_SIZE, WGMMA_CHIPS, MmaPlan, emit_mma_contracts,
                                         emit_mma_group, emit_multibuffers, emit_pipelined_k_loop,
                                         emit_shared_accumulator, emit_staged_copies, emit_staged_tiles, plan_mma)
 from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE,
@@ -333,7 +333,7 @@ def group_family(group: Group, facts: list[LinalgOpFacts]) -> str:
     return min((facts[m].info.family for m in members), key=order.index)
 
 
-def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule:
+def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, chip: str) -> OpSchedule:
     family = group_family(g, facts)
     if g.producer is None and wants_img2col(facts[g.anchor].info):
         return img2col_schedule(facts[g.anchor].info)
@@ -351,7 +351,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str)
             schedule.vectorize = True
         return schedule
     if family == "matmul":
-        mma = tensor_core_schedule(g, facts, precision)
+        mma = tensor_core_schedule(g, facts, precision, chip)
         if mma is not None:
             return mma
     if family == "matmul" and member is not None and any(schedule.thread_tile):
@@ -453,16 +453,19 @@ class MmaTiles(NamedTuple):
     """A v0 tensor-core template: tiles, staging, and the smallest grid it is for."""
 
     block: tuple[int, int]
-    warp: tuple[int, int]
+    warp: tuple[int, int]  # wgmma: the block tile, which its one warpgroup computes
     k_step: int
     staged: bool  # A/B staged in shared memory
     stages: int = 0  # pipeline_depth: K steps in flight, filled by cp.async (0: synchronous)
     copies_ahead: bool = False  # a spare buffer, filled before the step's mma
     min_blocks: int = 0  # taken only where the grid has this many blocks
+    instruction: str = "mma_sync"  # the tensor_core knob: "mma_sync" or "wgmma"
 
 
-# v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200
-# (benchmarks/results/schedule_sweep_h200.md runs 3-27): f16 and bf16 in 256x128 blocks of eight 64x64
+# v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200:
+# f16 and bf16 on wgmma in 128x128 blocks (one warpgroup) with 4 K steps of 64 in flight, 1.24x and 1.26x
+# over mma.sync's best (benchmarks/results/perf_targets_h200.md run 31); of the mma.sync tiles
+# (benchmarks/results/schedule_sweep_h200.md runs 3-27), f16 and bf16 in 256x128 blocks of eight 64x64
 # warps (1.01-1.02x over 128x256 in runs 18, 20, 26 and 27; 128x256 where 256 does not divide M), K
 # steps of 64 filled by cp.async two steps ahead (128x256: 1.04x over 128x128 blocks of four warps, the
 # accumulator tile sharing the buffers' memory; those 1.24x over 128x64 blocks of two warps with K32 and
@@ -473,7 +476,8 @@ class MmaTiles(NamedTuple):
 _UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
                        MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
                        MmaTiles((32, 32), (16, 16), 16, False)]
-_HALF_MMA_TILES = [MmaTiles((256, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+_HALF_MMA_TILES = [MmaTiles((128, 128), (128, 128), 64, True, 4, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
+                   MmaTiles((256, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
                    MmaTiles((128, 256), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
                    MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
                    MmaTiles((128, 64), (64, 64), 32, True, 3), MmaTiles((128, 64), (64, 64), 32, True),
@@ -485,11 +489,11 @@ V0_MMA_TILES = {
             *_UNSTAGED_MMA_TILES]}
 
 
-def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -> OpSchedule | None:
+def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, chip: str) -> OpSchedule | None:
     """The v0 schedule of an f16 x f16 or bf16 x bf16 matmul kernel (alone or fused into an elementwise
-    consumer) on mma.sync tensor cores, with the first V0_MMA_TILES entry of its operand type that the
-    kernel takes, and of an f32 one in precision tf32; None where tensor cores do not apply (other
-    dtypes, ops, shapes)."""
+    consumer) on tensor cores, with the first V0_MMA_TILES entry of its operand type that the kernel
+    and the chip (wgmma: WGMMA_CHIPS) take, and of an f32 one in precision tf32; None where tensor
+    cores do not apply (other dtypes, ops, shapes)."""
     op = facts[g.anchor].info
     matmul = facts[g.anchor] if op.name == "linalg.matmul" or g.producer is None else facts[g.producer]
     operand = matmul.input_dtypes[0] if matmul.input_dtypes else ""
@@ -497,9 +501,11 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str) -
         return None
     n = len(op.loop_ranges)
     for t in V0_MMA_TILES.get(operand, []):
+        if t.instruction == "wgmma" and chip not in WGMMA_CHIPS:
+            continue
         tail = [0] * (n - 2)
         schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*t.block, *tail],
-                              thread_tile=[*t.warp, *tail], reduction_tile=t.k_step, tensor_core="mma_sync",
+                              thread_tile=[*t.warp, *tail], reduction_tile=t.k_step, tensor_core=t.instruction,
                               promote_shared=t.staged, pipeline_depth=t.stages, copies_ahead=t.copies_ahead)
         if grid_blocks(schedule, op) < t.min_blocks:
             continue
@@ -578,17 +584,20 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
     "split" (a partial and a merge kernel)."""
     precision = precision_of(facts)
     precision = "tf32" if tf32 and precision == "fp32" else precision
-    params = ScheduleParams(ops=[default_group_schedule(g, facts, precision) for g in plan_groups(facts, None)],
+    params = ScheduleParams(ops=[default_group_schedule(g, facts, precision, chip) for g in plan_groups(facts, None)],
                             chip=chip, precision=precision)
     # producers that a split reduction leaves out of its kernel get a schedule of their own
     planned = {s.op_index for s in params.ops}
-    params.ops += [default_group_schedule(g, facts, precision) for g in plan_groups(facts, params)
+    params.ops += [default_group_schedule(g, facts, precision, chip) for g in plan_groups(facts, params)
                    if g.anchor not in planned]
     params.ops.sort(key=lambda s: s.op_index)
     if reductions == "split":
         return params
     params = with_block_reductions(params, facts)
     return with_row_kernels(params, facts) if reductions == "rows" else params
+
+
+RETILING_FIELDS = ("img2col", "tensor_core")
 
 
 def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
@@ -602,11 +611,13 @@ def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
     targets = [s for s in new.ops if s.op_index == edit.op_index]
     if not targets or edit.field not in SCHEDULE_FIELDS:
         raise ScheduleError(f"no op {edit.op_index} field {edit.field!r} in the schedule")
-    if edit.field == "img2col" and isinstance(edit.value, dict):
-        # turning img2col on or off changes the loops the tiles address: the edit carries the new tiles
+    if edit.field in RETILING_FIELDS and isinstance(edit.value, dict):
+        # what the tiles address changes with these fields (img2col: the loops; tensor_core: warps or the
+        # warpgroup): the edit carries the new tiles
         unknown = set(edit.value) - (SCHEDULE_FIELDS | {"family"})
-        if unknown or "img2col" not in edit.value:
-            raise ScheduleError(f"op {edit.op_index}: an img2col edit sets img2col and tile fields, not {sorted(unknown)}")
+        if unknown or edit.field not in edit.value:
+            raise ScheduleError(f"op {edit.op_index}: a {edit.field} edit sets {edit.field} and tile fields, "
+                                f"not {sorted(unknown)}")
         for field, value in edit.value.items():
             setattr(targets[0], field, value)
         return new
@@ -617,14 +628,15 @@ def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
 def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> MmaPlan:
     """The tensor-core plan of a kernel whose schedule asks for tensor cores."""
     op = facts[g.anchor].info
-    if schedule.tensor_core != "mma_sync":
-        raise ScheduleError(f"op {op.index}: tensor_core must be 'none' or 'mma_sync', not {schedule.tensor_core!r}")
+    if schedule.tensor_core not in ("mma_sync", "wgmma"):
+        raise ScheduleError(f"op {op.index}: tensor_core must be 'none', 'mma_sync' or 'wgmma', "
+                            f"not {schedule.tensor_core!r}")
     if schedule.split_reduction:
         raise ScheduleError(f"op {op.index}: a tensor-core kernel does not split its reduction")
     try:
         return plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
     except ValueError as e:
-        raise ScheduleError(f"op {op.index}: tensor_core mma_sync: {e}") from None
+        raise ScheduleError(f"op {op.index}: tensor_core {schedule.tensor_core}: {e}") from None
 
 
 def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
@@ -936,14 +948,19 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     """transform.mlir for the payload described by `facts`; also returns its kernels in launch order."""
     groups = plan_groups(facts, params)
     by_index = {s.op_index: s for s in params.ops}
-    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision)
+    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision, params.chip)
                  for g in groups}
     kernels = plan_kernels(groups, schedules, facts)
     ids = {(c.anchor, c.partial): i for i, c in enumerate(kernels)}
     group_of = {g.anchor: g for g in groups}
     tensor_cores = {i: mma_plan(schedules[c.anchor], group_of[c.anchor], facts) for i, c in enumerate(kernels)
                     if not c.partial and schedules[c.anchor].tensor_core != "none"}
+    # mma.sync kernels: their warps' K steps vectorized into contracts, their staging in transform.mlir
+    warp_mmas = {k: plan for k, plan in tensor_cores.items() if not plan.warpgroup}
     tf32 = [plan.matmul for plan in tensor_cores.values() if plan.operand == "f32"]
+    wgmma = [plan.matmul for plan in tensor_cores.values() if plan.warpgroup]
+    if wgmma and params.chip not in WGMMA_CHIPS:
+        raise ScheduleError(f"op {wgmma[0]}: wgmma runs on {', '.join(WGMMA_CHIPS)}, not {params.chip}")
     if tf32 and params.precision != "tf32":
         raise ScheduleError(f"op {tf32[0]}: f32 matmuls run on tensor cores as TF32, which needs precision "
                             f"\"tf32\" (its tolerance), not {params.precision!r}")
@@ -989,12 +1006,12 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         lines += [
             f'    %kernel{k} = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {k} : i64}} '
             f"in %bufferized : ({ANY}) -> {ANY}",
-            *(emit_staged_copies(k) if k in tensor_cores and schedules[kernel.anchor].promote_shared else []),
+            *(emit_staged_copies(k) if k in warp_mmas and schedules[kernel.anchor].promote_shared else []),
             f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} {{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
-            f"    {f'%mapped{k} = ' if k in tensor_cores else ''}transform.gpu.map_nested_forall_to_threads %launch{k} "
+            f"    {f'%mapped{k} = ' if k in warp_mmas else ''}transform.gpu.map_nested_forall_to_threads %launch{k} "
             f"block_dims = {_ints(kernel.block)} : ({ANY}) -> {ANY}",
         ]
-        if k in tensor_cores:
+        if k in warp_mmas:
             lines += emit_mma_contracts(f"%mapped{k}", tensor_cores[k])
     lines += [
         f'    %gpu_func = transform.structured.match ops{{["func.func"]}} in %bufferized : ({ANY}) -> {ANY}',
@@ -1002,7 +1019,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         f"    %hoisted = transform.structured.hoist_redundant_vector_transfers %gpu_func : ({ANY}) -> {ANY}",
     ]
     # staged tiles in a K loop (a single K step leaves no loop, and nothing to pipeline)
-    staged = {k: plan for k, plan in tensor_cores.items()
+    staged = {k: plan for k, plan in warp_mmas.items()
               if schedules[kernels[k].anchor].promote_shared and plan.k_steps > 1}
     pipelined = {k: plan for k, plan in staged.items() if plan.stages > 1}
     func = "%hoisted"

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 from workers.compile.pipeline import ANY
-from workers.records import ELEMENT_BYTES, OpSchedule
+from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_K_STEP, OpSchedule
 
 # mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
 # mlir.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
@@ -65,6 +65,11 @@ class MmaPlan:
     operand: str  # element type of A and B: a key of MMA_SHAPES
     stages: int = 1  # K steps in flight (pipeline_depth); 1: copied synchronously
     copies_ahead: bool = False  # one buffer more than stages, filled before the step's mma
+    instruction: str = "mma_sync"  # or "wgmma": one warpgroup computes the whole block tile
+
+    @property
+    def warpgroup(self) -> bool:
+        return self.instruction == "wgmma"
 
     @property
     def buffers(self) -> int:
@@ -81,7 +86,7 @@ class MmaPlan:
 
     @property
     def threads(self) -> int:
-        return WARP_SIZE * math.prod(self.warps)
+        return WARPGROUP_THREADS if self.warpgroup else WARP_SIZE * math.prod(self.warps)
 
     @property
     def staged_tiles(self) -> list[tuple[int, int]]:
@@ -109,7 +114,7 @@ class MmaPlan:
 
 def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     """The tensor-core plan of a group (anchor/producer: LinalgOpFacts, producer may be None), or a
-    ValueError that says why the group cannot use mma.sync."""
+    ValueError that says why the group cannot use mma.sync (or wgmma, as s.tensor_core says)."""
     if anchor.info.name == "linalg.matmul" and producer is None:
         matmul, epilogue = anchor, None
     elif producer is not None and producer.info.name == "linalg.matmul" and anchor.info.family == "elementwise" \
@@ -132,6 +137,8 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
                          "(0 for the k loop): block_tile a block's tile, thread_tile a warp's")
     if not (block[0] and block[1] and m % block[0] == 0 and n % block[1] == 0):
         raise ValueError(f"block_tile {list(block)} must divide the output {m}x{n}")
+    if s.tensor_core == "wgmma":
+        return _plan_wgmma(s, matmul, epilogue, block, k)
     warp = tuple(s.thread_tile[:2]) if _is_warp_tile(s.thread_tile[:2], block) else _default_warp_tile(block)
     if warp is None:
         raise ValueError(f"block_tile {list(block)} is no multiple of the {MMA_M}x{MMA_N} mma tile")
@@ -169,6 +176,50 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     return plan
 
 
+def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int) -> MmaPlan:
+    """The plan of a wgmma kernel: one warpgroup per block, its tile in m64nNk16 instructions."""
+    operand, accumulator = matmul.input_dtypes[0], matmul.info.dtype
+    if operand not in ("f16", "bf16") or accumulator != "f32":
+        raise ValueError(f"wgmma takes f16 x f16 and bf16 x bf16 -> f32 matmuls here (TF32 would need B's "
+                         f"(n, k) layout); op {matmul.info.index} is {operand} x {operand} -> {accumulator}")
+    if block[0] not in (WGMMA_M, 2 * WGMMA_M) or block[1] not in WGMMA_NS or math.prod(block) > WGMMA_MAX_OUTPUTS:
+        raise ValueError(f"a wgmma block tile is 64 or 128 rows by {' or '.join(map(str, WGMMA_NS))} columns, at "
+                         f"most {WGMMA_MAX_OUTPUTS} outputs (the warpgroup's accumulators, "
+                         f"{WGMMA_MAX_OUTPUTS // WARPGROUP_THREADS} registers per thread); not {list(block)}")
+    if any(s.thread_tile[:2]) and tuple(s.thread_tile[:2]) != block:
+        raise ValueError("the warpgroup computes the whole block tile: thread_tile is the block tile or zeros")
+    if s.reduction_tile != WGMMA_K_STEP or k % WGMMA_K_STEP:
+        raise ValueError(f"a wgmma K step is {WGMMA_K_STEP} elements (one 128-byte swizzled row), which must "
+                         f"divide K={k}: reduction_tile {WGMMA_K_STEP}, not {s.reduction_tile}")
+    if not s.promote_shared or s.pipeline_depth < 2 or s.copies_ahead:
+        raise ValueError("wgmma reads its operands from shared memory filled by cp.async: promote_shared with "
+                         "pipeline_depth 2 or more, without copies_ahead")
+    if k // WGMMA_K_STEP < s.pipeline_depth:
+        raise ValueError(f"pipeline_depth {s.pipeline_depth} needs at least that many K steps, K={k} has "
+                         f"{k // WGMMA_K_STEP} of {WGMMA_K_STEP}")
+    plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, block, WGMMA_K_STEP,
+                   k // WGMMA_K_STEP, accumulator, operand, s.pipeline_depth, instruction="wgmma")
+    # the epilogue's accumulator tile shares memory with the staged tiles, dead once the K loop is done
+    needed = max(wgmma_staged_bytes(plan), math.prod(block) * ACCUMULATOR_BYTES[accumulator] if epilogue else 0)
+    if needed > MAX_SHARED_BYTES:
+        raise ValueError(f"{plan.stages} buffers of the A and B tiles need {needed} bytes of shared memory, over "
+                         f"{MAX_SHARED_BYTES}")
+    return plan
+
+
+WGMMA_CHIPS = ("sm_90a",)  # wgmma is in the PTX ISA of sm_90a alone
+WGMMA_M = 64  # rows of one wgmma; a block of 128 rows takes two
+WGMMA_NS = (64, 128, 256)  # block columns: B's boxes of 64, whose chunks the 128 threads copy evenly
+WGMMA_MAX_OUTPUTS = 128 * 128
+WGMMA_SWIZZLE_BYTES = 128  # the staged tiles' rows: 128-byte swizzled, as wgmma reads them
+WGMMA_BOX = 64  # B is staged as column boxes of 64 (one swizzled row each, K rows deep)
+
+
+def wgmma_staged_bytes(plan: MmaPlan) -> int:
+    """Shared memory of a wgmma kernel's staged A (m x 64) and B (64 x n) tiles, all buffers."""
+    return plan.stages * (plan.block[0] + plan.block[1]) * WGMMA_SWIZZLE_BYTES
+
+
 def _is_warp_tile(tile: list[int], block: tuple[int, int]) -> bool:
     return len(tile) == 2 and all(t and t % mma == 0 and b % t == 0 for t, b, mma in zip(tile, block, (MMA_M, MMA_N)))
 
@@ -188,9 +239,11 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
     anchor = f"%op{plan.epilogue if plan.epilogue is not None else plan.matmul}"
     n_block = sum(1 for b in s.block_tile if b)
     block_ids = ", ".join(f"#gpu.block<{i}>" for i in ("y", "x")[2 - n_block:])
+    who = (f"a warpgroup's wgmma, {plan.stages} K steps in flight" if plan.warpgroup else
+           f"{math.prod(plan.warps)} warps of {plan.warp[0]}x{plan.warp[1]} outputs")
     out = [
         f"    // kernel of op {plan.epilogue if plan.epilogue is not None else plan.matmul} on tensor cores: "
-        f"matmul op {plan.matmul}, {math.prod(plan.warps)} warps of {plan.warp[0]}x{plan.warp[1]} outputs",
+        f"matmul op {plan.matmul}, {who}",
         f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
         f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {anchor} tile_sizes "
         f"[{', '.join(map(str, s.block_tile))}] (mapping = [{block_ids}]) : ({ANY}) -> ({ANY}, {ANY})",
@@ -218,7 +271,11 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
                 f"    %{k}_fr, %{k}_frows = transform.structured.tile_using_for %{k}_ft tile_sizes [1, 0] "
                 f": ({ANY}) -> ({ANY}, {ANY})",
                 f"    transform.structured.vectorize %{k}_fr : {ANY}"]
-    if s.promote_shared:
+    if plan.warpgroup:
+        # the block's matmul stays whole: mlir.warpgroup_matmuls gives it its K loop
+        out += [f"    %{k}_stages = transform.param.constant {plan.stages} : i64 -> !transform.param<i64>",
+                f'    transform.annotate {matmul_b} "{WGMMA}" = %{k}_stages : {ANY}, !transform.param<i64>']
+    elif s.promote_shared:
         out += _staged_k_step(k, plan, matmul_b)
     else:
         out += [
@@ -325,6 +382,7 @@ def emit_staged_copies(kernel: int) -> list[str]:
     ]
 
 
+WGMMA = "farm.wgmma"  # a block's linalg.matmul that a warpgroup computes: = its K steps in flight
 K_LOOP = "farm.k_loop"  # a tensor-core kernel's K loop over staged tiles: = the kernel's id
 COPY_ROWS = "farm.copy_rows"  # the row loop of a thread's copy into a staged tile: = its trip count
 STAGED = "farm.staged"  # a staged tile (workgroup allocation): = the kernel's id
