@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import (IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE, OpInfo, OpSchedule,
-                             ScheduleEdit, default_split_factor, img2col_aligned, reduction_extents)
+from workers.records import (IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE, WARPGROUP_THREADS,
+                             WGMMA_K_STEP, OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_aligned,
+                             reduction_extents)
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 
@@ -116,12 +117,26 @@ def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleE
     return ScheduleEdit(s.op_index, "tensor_core", "mma_sync")
 
 
-MAX_PIPELINE_DEPTH = 4  # K steps in flight: 4 was within 3% of 2 and 3 on the H200
+def enable_wgmma(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+    """An mma.sync kernel of 16-bit operands on wgmma: one warpgroup per 128x128 block, 4 K steps of 64 in
+    flight (the v0 template; 1.24x over mma.sync's best at 4096^3 on the H200, perf_targets_h200.md run
+    31). The compile stage refuses it where the shape or the chip (sm_90a) does not take it."""
+    if s.tensor_core != "mma_sync" or op.dtype not in ("f16", "bf16"):
+        return None
+    tail = [0] * (len(s.block_tile) - 2)
+    return ScheduleEdit(s.op_index, "tensor_core", {
+        "tensor_core": "wgmma", "block_tile": [*WGMMA_BLOCK, *tail], "thread_tile": [*WGMMA_BLOCK, *tail],
+        "reduction_tile": WGMMA_K_STEP, "promote_shared": True, "pipeline_depth": WGMMA_STAGES,
+        "copies_ahead": False})
+
+
+WGMMA_BLOCK, WGMMA_STAGES = (128, 128), 4
+MAX_PIPELINE_DEPTH = 4  # K steps in flight: 4 was within 3% of 2 and 3 on the H200 (mma.sync)
 
 
 def deepen_pipeline(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """A tensor-core kernel's staged tiles filled by cp.async one more K step ahead (two buffers first)."""
-    if s.tensor_core != "mma_sync" or not s.promote_shared or s.pipeline_depth >= MAX_PIPELINE_DEPTH:
+    if s.tensor_core == "none" or not s.promote_shared or s.pipeline_depth >= MAX_PIPELINE_DEPTH:
         return None
     return ScheduleEdit(s.op_index, "pipeline_depth", max(s.pipeline_depth + 1, 2))
 
@@ -144,7 +159,9 @@ REGISTERS_BESIDES_OUTPUTS = 32
 def _block_threads(s: OpSchedule, op: OpInfo) -> int:
     if s.row_kernel or s.block_reduction:
         return s.row_kernel or s.block_reduction
-    tiles = _threads(s.block_tile, s.thread_tile, op)  # a tensor-core kernel's thread tiles are its warps'
+    if s.tensor_core == "wgmma":
+        return WARPGROUP_THREADS
+    tiles = _threads(s.block_tile, s.thread_tile, op)  # an mma.sync kernel's thread tiles are its warps'
     return tiles * WARP if s.tensor_core == "mma_sync" else tiles
 
 
@@ -153,7 +170,8 @@ def _output_words_per_thread(s: OpSchedule, op: OpInfo) -> int:
     tile = [t for t, it in zip(s.thread_tile, op.iterator_types) if t and it == "parallel"]
     if not tile:
         return 1  # a reduction's threads each keep a partial
-    return math.prod(tile) // WARP if s.tensor_core == "mma_sync" else math.prod(tile)
+    threads = {"mma_sync": WARP, "wgmma": WARPGROUP_THREADS}.get(s.tensor_core, 1)
+    return math.prod(tile) // threads
 
 
 def cap_registers(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
@@ -207,6 +225,7 @@ GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]]
     "enable_fusion": enable_fusion,
     "enable_promote": enable_promote,
     "enable_mma_sync": enable_mma_sync,
+    "enable_wgmma": enable_wgmma,
     "deepen_pipeline": deepen_pipeline,
     "issue_copies_ahead": issue_copies_ahead,
     "cap_registers": cap_registers,

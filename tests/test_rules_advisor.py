@@ -48,6 +48,14 @@ def request_for(op: OpInfo, schedule: OpSchedule, kernels: list[KernelMetrics], 
                          target_speedup_vs_eager=target, rejected=list(rejected))
 
 
+def on_mma_sync(op: OpInfo, schedule: OpSchedule, kernels: list[KernelMetrics]) -> AdviceRequest:
+    """The advice for an f16 mma.sync kernel whose move to wgmma (warpgroup_mma, first on each route of a
+    matmul) was tried and rejected: what the mma.sync routes offer next."""
+    first = advise(request_for(op, schedule, kernels)).hypothesis
+    assert first.family == "warpgroup_mma" and first.edit.value["tensor_core"] == "wgmma"
+    return request_for(op, schedule, kernels, rejected=[first])
+
+
 def matmul_schedule(**kw) -> OpSchedule:
     return OpSchedule(0, "matmul", [64, 64, 0], [4, 4, 0], **kw)
 
@@ -354,7 +362,7 @@ def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
     f16 = dataclasses.replace(MATMUL, dtype="f16")
     staged = OpSchedule(0, "matmul", [128, 64, 0], [64, 64, 0], reduction_tile=32, promote_shared=True,
                         tensor_core="mma_sync")
-    d = advise(request_for(f16, staged, [hand_written(waves=0.9, sm=30, mem=35, achieved=95)]))
+    d = advise(on_mma_sync(f16, staged, [hand_written(waves=0.9, sm=30, mem=35, achieved=95)]))
     assert d.bottleneck == "latency"
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 2))
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=3), f16, True).value == 4
@@ -369,7 +377,7 @@ def test_a_pipelined_tensor_core_matmul_may_issue_its_copies_ahead():
     f16 = dataclasses.replace(MATMUL, dtype="f16")
     deepest = OpSchedule(0, "matmul", [128, 64, 0], [64, 64, 0], reduction_tile=32, promote_shared=True,
                          tensor_core="mma_sync", pipeline_depth=4)
-    d = advise(request_for(f16, deepest, [hand_written(waves=0.9, sm=30, mem=35, achieved=95)]))
+    d = advise(on_mma_sync(f16, deepest, [hand_written(waves=0.9, sm=30, mem=35, achieved=95)]))
     assert (d.bottleneck, d.hypothesis.family, d.hypothesis.edit) == \
         ("latency", "copies_ahead", ScheduleEdit(0, "copies_ahead", True))
     assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, pipeline_depth=2), f16, True).value is True
@@ -386,12 +394,35 @@ def test_a_register_limited_tensor_core_matmul_gets_its_pipeline_first():
     v0 = OpSchedule(0, "matmul", [256, 128, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
                     tensor_core="mma_sync", pipeline_depth=2)
     shape = hand_written(sm=59, mem=59, waves=3.88, achieved=12.5, theoretical=12.5, block=256, grid=512)
-    d = advise(request_for(f16, v0, [shape]))
+    d = advise(on_mma_sync(f16, v0, [shape]))
     assert (d.bottleneck, d.evidence[-1].rule) == ("occupancy", "register_limited")
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 3))
     deepest = dataclasses.replace(v0, pipeline_depth=4)
-    assert advise(request_for(f16, deepest, [shape])).hypothesis.family == "copies_ahead"
-    assert load().routes["occupancy"]["matmul"][:2] == ["async_copy", "copies_ahead"]
+    assert advise(on_mma_sync(f16, deepest, [shape])).hypothesis.family == "copies_ahead"
+    assert load().routes["occupancy"]["matmul"][:3] == ["warpgroup_mma", "async_copy", "copies_ahead"]
+
+
+def test_an_mma_sync_matmul_of_16_bit_operands_moves_to_wgmma_first():
+    """warpgroup_mma: an f16 or bf16 mma.sync kernel becomes v0's wgmma kernel (one warpgroup per 128x128
+    block, 4 K steps of 64 in flight), one edit carrying the tiles that the warpgroup reads them as; first
+    on the routes of a matmul kernel of any class; neither for TF32 nor for a kernel on wgmma already,
+    whose pipeline deepens to 4 steps like mma.sync's."""
+    f16 = dataclasses.replace(MATMUL, dtype="f16")
+    v0 = OpSchedule(0, "matmul", [256, 128, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
+                    tensor_core="mma_sync", pipeline_depth=2)
+    for shape in (hand_written(sm=59, mem=59, waves=3.88, achieved=12.5, theoretical=12.5, block=256, grid=512),
+                  hand_written(sm=30, mem=75), hand_written(waves=0.9, sm=30, mem=35, achieved=95)):
+        d = advise(request_for(f16, v0, [shape]))
+        assert d.hypothesis.family == "warpgroup_mma", d.bottleneck
+        assert d.hypothesis.edit == ScheduleEdit(0, "tensor_core", {
+            "tensor_core": "wgmma", "block_tile": [128, 128, 0], "thread_tile": [128, 128, 0], "reduction_tile": 64,
+            "promote_shared": True, "pipeline_depth": 4, "copies_ahead": False})
+    assert edit_for("enable_wgmma", v0, MATMUL, True) is None, "f32 (TF32) operands"
+    wgmma = OpSchedule(0, "matmul", [128, 128, 0], [128, 128, 0], reduction_tile=64, promote_shared=True,
+                       tensor_core="wgmma", pipeline_depth=3)
+    assert edit_for("enable_wgmma", wgmma, f16, True) is None
+    assert edit_for("deepen_pipeline", wgmma, f16, True) == ScheduleEdit(0, "pipeline_depth", 4)
+    assert edit_for("deepen_pipeline", dataclasses.replace(wgmma, pipeline_depth=4), f16, True) is None
 
 
 def test_promote_shared_stages_only_tensor_core_kernels():
@@ -442,7 +473,7 @@ def test_a_memory_bound_tensor_core_matmul_is_not_offered_a_no_op():
     f16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
     v0 = OpSchedule(0, "matmul", [128, 128, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
                     tensor_core="mma_sync", pipeline_depth=2)
-    d = advise(request_for(f16, v0, kernels))
+    d = advise(on_mma_sync(f16, v0, kernels))
     assert (d.bottleneck, d.evidence[-1].rule) == ("memory", "memory_bound")
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 3))
     assert edit_for("enable_vectorize", v0, f16, True) is None
