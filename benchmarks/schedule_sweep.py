@@ -35,18 +35,20 @@ class Variant:
     row_kernel_reductions: int = 0  # row pipelines of up to this many reductions become row kernels
 
 
-# v0 of an f16 or bf16 matmul at 4096: one warpgroup on wgmma per 128x128 block, K steps of 64, 4 in
-# flight (cp.async into 128-byte swizzled rows), 128 KB of buffers shared with the accumulator tile, one
-# block per SM (perf_targets_h200.md run 31: 1.24x over mma.sync's best, 3 stages 0.97x, 2 stages 0.95x,
-# 64x256 blocks 0.86x, 64x128 blocks 0.78x). mma.sync's best: 256x128 blocks of eight 64x64 warps, 2
-# stages (copies ahead 0.93x, 3 stages in 4 buffers 0.75x: schedule_sweep_h200.md run 26)
+# v0 of an f16 or bf16 matmul at 4096 on wgmma: 128x256 blocks of two warpgroups of 64x256, K steps of 64,
+# 3 in flight (cp.async into 128-byte swizzled rows), 144 KB of buffers shared with the accumulator tile,
+# one block per SM (perf_targets_h200.md run 32: 4 steps 0.98x; one warpgroup per 128x128 block with 4 steps
+# 0.87x, with 3 0.84x (run 31); two warpgroups of 64x128 in 128x128 blocks 0.83x with 4 steps, 0.80x with
+# 3). mma.sync's best: 256x128 blocks of eight 64x64 warps, 2 stages (0.69x of v0)
 MMA_VARIANTS = [
     Variant("mma.sync, 256x128 block of eight 64x64 warps, 2 stages", "matmul",
             {"tensor_core": "mma_sync", "block_tile": [256, 128], "thread_tile": [64, 64], "pipeline_depth": 2}),
-    Variant("3 stages (2 blocks per SM)", "matmul", {"pipeline_depth": 3}),
-    Variant("5 stages", "matmul", {"pipeline_depth": 5}),
-    Variant("64x256 block, 3 stages", "matmul", {"block_tile": [64, 256], "thread_tile": [64, 256], "pipeline_depth": 3}),
-    Variant("128x64 block (2 blocks per SM)", "matmul", {"block_tile": [128, 64], "thread_tile": [128, 64]}),
+    Variant("4 stages", "matmul", {"pipeline_depth": 4}),
+    Variant("one warpgroup per 128x128 block, 4 stages", "matmul",
+            {"block_tile": [128, 128], "thread_tile": [128, 128], "pipeline_depth": 4}),
+    Variant("two warpgroups of 64x128, 4 stages", "matmul",
+            {"block_tile": [128, 128], "thread_tile": [64, 128], "pipeline_depth": 4}),
+    Variant("64x256 block, one warpgroup", "matmul", {"block_tile": [64, 256]}),
 ]
 # v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 2 steps ahead
 # into 3 buffers, the copies issued before the step's mma (copies_ahead: 1.07x over 3 stages in 3 buffers
@@ -60,6 +62,10 @@ TF32_VARIANTS = [
     Variant("copies ahead, K16, 3 stages (4 buffers)", "matmul", {"reduction_tile": 16, "pipeline_depth": 3}),
     Variant("copies ahead, K16, 4 stages (5 buffers)", "matmul", {"reduction_tile": 16, "pipeline_depth": 4}),
     Variant("copies ahead, 4 warps of 64x32", "matmul", {"thread_tile": [64, 32]}),
+    # B through registers, stored transposed (wgmma reads TF32 K-major only): 0.75x (perf_targets_h200.md run 33)
+    Variant("wgmma, 128x256 block of two 64x256 warpgroups, 3 stages", "matmul",
+            {"tensor_core": "wgmma", "block_tile": [128, 256], "thread_tile": [64, 256], "pipeline_depth": 3,
+             "copies_ahead": False}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [

@@ -118,19 +118,22 @@ def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleE
 
 
 def enable_wgmma(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """An mma.sync kernel of 16-bit operands on wgmma: one warpgroup per 128x128 block, 4 K steps of 64 in
-    flight (the v0 template; 1.24x over mma.sync's best at 4096^3 on the H200, perf_targets_h200.md run
-    31). The compile stage refuses it where the shape or the chip (sm_90a) does not take it."""
+    """An mma.sync kernel of 16-bit operands on wgmma, as the v0 templates have it: 128x256 blocks of two
+    warpgroups of 64x256, 3 K steps of 64 in flight, where 256 divides the columns, else one warpgroup
+    per 128x128 block with 4 (at 4096^3 on the H200: 1.44x and 1.24x over mma.sync's best,
+    perf_targets_h200.md runs 31-32). The compile stage refuses it where the shape or the chip (sm_90a)
+    does not take it."""
     if s.tensor_core != "mma_sync" or op.dtype not in ("f16", "bf16"):
         return None
     tail = [0] * (len(s.block_tile) - 2)
+    block, warpgroup, stages = WGMMA_WIDE if op.loop_ranges[1] % WGMMA_WIDE[0][1] == 0 else WGMMA_SQUARE
     return ScheduleEdit(s.op_index, "tensor_core", {
-        "tensor_core": "wgmma", "block_tile": [*WGMMA_BLOCK, *tail], "thread_tile": [*WGMMA_BLOCK, *tail],
-        "reduction_tile": WGMMA_K_STEP, "promote_shared": True, "pipeline_depth": WGMMA_STAGES,
-        "copies_ahead": False})
+        "tensor_core": "wgmma", "block_tile": [*block, *tail], "thread_tile": [*warpgroup, *tail],
+        "reduction_tile": WGMMA_K_STEP, "promote_shared": True, "pipeline_depth": stages, "copies_ahead": False})
 
 
-WGMMA_BLOCK, WGMMA_STAGES = (128, 128), 4
+# (block tile, warpgroup tile, K steps in flight) of the wgmma v0 templates
+WGMMA_WIDE, WGMMA_SQUARE = ((128, 256), (64, 256), 3), ((128, 128), (128, 128), 4)
 MAX_PIPELINE_DEPTH = 4  # K steps in flight: 4 was within 3% of 2 and 3 on the H200 (mma.sync)
 
 

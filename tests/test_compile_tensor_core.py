@@ -263,15 +263,21 @@ WGMMA = {"tensor_core": "wgmma", "block_tile": [128, 128], "thread_tile": [0, 0]
          "pipeline_depth": 4}
 
 
-def test_v0_of_a_4096_f16_matmul_is_one_warpgroup_on_wgmma(matmul4096_f16):
-    """v0 at 4096^3 on the H200's wgmma: a warpgroup per 128x128 block, its accumulators in registers
-    through the K loop; 4 K steps of 64 in flight, A (128x64) and B (64x128) tiles copied by cp.async
-    into 128-byte swizzled rows; the epilogue's accumulator tile shares their memory."""
-    job = matmul4096_f16
-    (s,) = initial_params(str(job)).ops
+def test_v0_of_a_4096_f16_matmul_is_on_wgmma(matmul4096_f16):
+    """v0 at 4096^3 on the H200's wgmma: 128x256 blocks of two warpgroups of 64x256, 3 K steps of 64 in
+    flight (test_two_warpgroups_share_a_block_stacked_along_m has them in detail)."""
+    (s,) = initial_params(str(matmul4096_f16)).ops
     assert (s.tensor_core, s.block_tile, s.thread_tile, s.reduction_tile, s.promote_shared, s.pipeline_depth) == \
-        ("wgmma", [128, 128], [128, 128], 64, True, 4)
-    result = compile_iteration(str(job), 1, initial_params(str(job)))
+        ("wgmma", [128, 256], [64, 256], 64, True, 3)
+
+
+def test_one_warpgroup_computes_a_128x128_block_on_wgmma(matmul4096_f16):
+    """A warpgroup per 128x128 block (two m64 halves), its accumulators in registers through the K loop;
+    4 K steps of 64 in flight, A (128x64) and B (64x128) tiles copied by cp.async into 128-byte swizzled
+    rows; the epilogue's accumulator tile shares their memory."""
+    job = matmul4096_f16
+    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "tensor_core", WGMMA))
+    result = compile_iteration(str(job), 1, params)
     assert result.ok, result.error
     ptx = (job / "v1" / "kernels.ptx").read_text()
     # one step: two m64 halves x four k16 of the 64-wide step, B read N-major (tnsp-b 1, tnsp-a 0)
@@ -303,13 +309,34 @@ def test_v0_of_a_4096_f16_matmul_is_one_warpgroup_on_wgmma(matmul4096_f16):
         assert "warpgroup.wait is injected" not in done.stderr
 
 
+def test_two_warpgroups_share_a_block_stacked_along_m(matmul4096_f16):
+    """v0's 128x256 blocks of two warpgroups of 64x256 (thread_tile: a warpgroup's tile): the 256 threads copy
+    A (128x64) and B (64x256, four boxes of 64 columns) together, each warpgroup multiplies its 64 rows of
+    A with all of B (one m64n256k16 per k16) and stores them at its rows of the accumulator tile."""
+    job = matmul4096_f16
+    result = compile_iteration(str(job), 2, initial_params(str(job)))
+    assert result.ok, result.error
+    ptx = (job / "v2" / "kernels.ptx").read_text()
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
+    # A's 1024 and B's 2048 chunks of a step over 256 threads: 4 + 8 each, 2 steps before the loop, 1 in it
+    assert ptx.count("cp.async.ca.shared.global") + ptx.count("cp.async.cg.shared.global") == 3 * 12
+    (launch,) = LaunchConfig.from_json((job / "v2" / "config.json").read_text()).launches
+    # a warpgroup per y index: thread (x, y) is thread x of warpgroup y, as the accumulators' store takes it
+    assert (launch.grid, launch.block, launch.shared_bytes) == ([16, 32, 1], [128, 2, 1], 3 * (128 + 256) * 128)
+    gpu = (job / "v2" / "gpu.mlir").read_text()
+    assert "!nvgpu.warpgroup.accumulator<fragmented = vector<64x256xf32>>" in gpu
+    # warpgroup y reads A's tile from row 64 y (64 rows of 128 bytes further) and stores C's rows from 64 y
+    assert "arith.constant 8192 : index" in gpu
+    assert re.search(r"memref\.subview %\w+\[%\w+, 0\] \[64, 256\] \[1, 1\]", gpu)
+
+
 def test_bf16_matmuls_run_on_wgmma(tmp_path):
     job = tmp_path / "matmul4096_bf16"
     lower_model(str(BENCHMARKS / "matmul4096_bf16.py"), str(job))
     assert initial_params(str(job)).ops[0].tensor_core == "wgmma"
     result = compile_iteration(str(job), 0, initial_params(str(job)))
     assert result.ok, result.error
-    assert (job / "v0" / "kernels.ptx").read_text().count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 8
+    assert (job / "v0" / "kernels.ptx").read_text().count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 4
 
 
 def test_a_64_row_wgmma_tile_and_a_fused_relu(jobs):
@@ -340,12 +367,15 @@ def test_the_gpu_tests_wgmma_kernel_is_what_the_compile_stage_makes(jobs):
 
 
 @pytest.mark.parametrize("edit, reason", [
-    ({"block_tile": [64, 32]}, "a wgmma block tile is 64 or 128 rows by 64 or 128 or 256 columns"),
-    ({"block_tile": [128, 256]}, "at most 16384 outputs"),
-    ({"reduction_tile": 32}, "a wgmma K step is 64 elements"),
+    ({"block_tile": [64, 32]}, "a warpgroup's tile (thread_tile; zeros: the block's) is 64 rows by 64 or 128 or 256"),
+    ({"block_tile": [128, 256]}, "or 128x128; not [128, 256]"),
+    # two m64 halves of other than 128 columns: nvgpu.warpgroup.mma.store would put the second at the wrong rows
+    ({"block_tile": [128, 64]}, "or 128x128; not [128, 64]"),
+    ({"block_tile": [256, 128], "thread_tile": [64, 128]}, "stacks up to 2 warpgroup tiles of 64 rows"),
+    ({"reduction_tile": 32}, "a wgmma K step of f16 is 64 elements"),
     ({"pipeline_depth": 1}, "promote_shared with pipeline_depth 2 or more"),
     ({"pipeline_depth": 9}, "pipeline_depth 9 needs at least that many K steps, K=512 has 8"),
-    ({"thread_tile": [64, 64]}, "the warpgroup computes the whole block tile"),
+    ({"thread_tile": [64, 64]}, "block_tile [128, 128] with warpgroups of [64, 64]"),
 ])
 def test_wgmma_tiles_the_kernel_cannot_take_fail_at_the_schedule_stage(jobs, edit, reason):
     job = jobs / "matmul_f16"
@@ -355,19 +385,52 @@ def test_wgmma_tiles_the_kernel_cannot_take_fail_at_the_schedule_stage(jobs, edi
     assert not result.ok and result.stage == "schedule" and reason in result.error, result.error
 
 
-def test_wgmma_needs_sm_90a_and_16_bit_operands(jobs):
+def test_wgmma_needs_sm_90a(jobs):
     job = jobs / "matmul_f16"
     params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "tensor_core", WGMMA))
     result = compile_iteration(str(job), 22, apply_edit(params, ScheduleEdit(-1, "chip", "sm_80")))
     assert not result.ok and "wgmma runs on sm_90a, not sm_80" in result.error, result.error
     assert initial_params(str(job), chip="sm_80").ops[0].tensor_core == "mma_sync"
+
+
+# TF32's v0 is mma.sync with copies ahead, which wgmma's pipeline does not take
+TF32_WGMMA = {"tensor_core": "wgmma", "block_tile": [128, 256, 0], "thread_tile": [64, 256, 0], "reduction_tile": 32,
+              "pipeline_depth": 3, "copies_ahead": False}
+
+
+def test_tf32_on_wgmma_reads_b_k_major_through_registers(jobs):
+    """TF32 (a tf32 job's f32 matmul, 1024^3) on wgmma: wgmma reads TF32 operands K-major only, so B's
+    4x4 blocks go through registers, loaded a step ahead (8 128-bit loads per thread and step) and stored
+    transposed (8 128-bit stores); A by cp.async as for 16 bits; 32 of K per step in four m64n256k8
+    wgmmas (measured correct on the H200, 0.75x of the mma.sync v0: perf_targets_h200.md run 33)."""
     square = jobs / "matmul_square"
     params = initial_params(str(square), tf32=True)
-    op = params.ops[0].op_index
-    params = apply_edit(params, ScheduleEdit(op, "tensor_core", {**WGMMA, "block_tile": [128, 128, 0],
-                                                                 "thread_tile": [0, 0, 0]}))
-    result = compile_iteration(str(square), 22, params)
-    assert not result.ok and "wgmma takes f16 x f16 and bf16 x bf16 -> f32 matmuls" in result.error, result.error
+    params = apply_edit(params, ScheduleEdit(params.ops[0].op_index, "tensor_core", TF32_WGMMA))
+    result = compile_iteration(str(square), 25, params)
+    assert result.ok, result.error
+    ptx = (square / "v25" / "kernels.ptx").read_text()
+    mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+, p, 1,  1;", ptx)
+    assert len(mmas) == 4 == ptx.count("wgmma.mma_async")
+    # B: 2 steps before the loop and 1 in it; A: 4 chunks of 16 bytes per thread and step
+    assert ptx.count("ld.global.v4.b32") == 3 * 8 and ptx.count("st.shared.v4.b32") == 3 * 8
+    assert ptx.count("cp.async.ca.shared.global") == 3 * 4
+    # each of the step's wgmmas leaves at most the step's four in flight
+    assert ptx.count("wgmma.wait_group.sync.aligned \t4;") == 4
+    (launch,) = LaunchConfig.from_json((square / "v25" / "config.json").read_text()).launches
+    assert (launch.block, launch.shared_bytes) == ([128, 2, 1], 3 * (128 + 256) * 128)
+
+
+@pytest.mark.parametrize("edit, reason", [
+    ({"reduction_tile": 64}, "a wgmma K step of f32 is 32 elements"),
+    ({"block_tile": [128, 128, 0], "thread_tile": [128, 128, 0]}, "TF32 on wgmma takes warpgroups of 64 rows"),
+])
+def test_tf32_wgmma_tiles_the_kernel_cannot_take(jobs, edit, reason):
+    square = jobs / "matmul_square"
+    params = initial_params(str(square), tf32=True)
+    params = apply_edit(params, ScheduleEdit(params.ops[0].op_index, "tensor_core", {**TF32_WGMMA, **edit}))
+    shutil.rmtree(square / "v24", ignore_errors=True)
+    result = compile_iteration(str(square), 24, params)
+    assert not result.ok and reason in result.error, result.error
 
 
 def test_tf32_jobs_run_f32_matmuls_on_tensor_cores(jobs):

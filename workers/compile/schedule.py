@@ -463,8 +463,9 @@ class MmaTiles(NamedTuple):
 
 
 # v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200:
-# f16 and bf16 on wgmma in 128x128 blocks (one warpgroup) with 4 K steps of 64 in flight, 1.24x and 1.26x
-# over mma.sync's best (benchmarks/results/perf_targets_h200.md run 31); of the mma.sync tiles
+# f16 and bf16 on wgmma in 128x256 blocks of two warpgroups of 64x256 with 3 K steps of 64 in flight
+# (1.16x over one warpgroup of 128x128 with 4, benchmarks/results/perf_targets_h200.md run 32; that one
+# 1.24x and 1.26x over mma.sync's best, run 31); of the mma.sync tiles
 # (benchmarks/results/schedule_sweep_h200.md runs 3-27), f16 and bf16 in 256x128 blocks of eight 64x64
 # warps (1.01-1.02x over 128x256 in runs 18, 20, 26 and 27; 128x256 where 256 does not divide M), K
 # steps of 64 filled by cp.async two steps ahead (128x256: 1.04x over 128x128 blocks of four warps, the
@@ -476,7 +477,8 @@ class MmaTiles(NamedTuple):
 _UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
                        MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
                        MmaTiles((32, 32), (16, 16), 16, False)]
-_HALF_MMA_TILES = [MmaTiles((128, 128), (128, 128), 64, True, 4, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
+_HALF_MMA_TILES = [MmaTiles((128, 256), (64, 256), 64, True, 3, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
+                   MmaTiles((128, 128), (128, 128), 64, True, 4, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
                    MmaTiles((256, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
                    MmaTiles((128, 256), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
                    MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
@@ -678,7 +680,7 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     if schedule.row_kernel:
         return _check_row_kernel(schedule, g, facts)
     if schedule.tensor_core != "none":
-        return [mma_plan(schedule, g, facts).threads, 1, 1]
+        return mma_plan(schedule, g, facts).block_dims
     if schedule.split_reduction:
         _check_split(schedule, g, facts)
     if schedule.block_reduction:

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 from workers.compile.pipeline import ANY
-from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_K_STEP, OpSchedule
+from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, OpSchedule
 
 # mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
 # mlir.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
@@ -65,7 +65,7 @@ class MmaPlan:
     operand: str  # element type of A and B: a key of MMA_SHAPES
     stages: int = 1  # K steps in flight (pipeline_depth); 1: copied synchronously
     copies_ahead: bool = False  # one buffer more than stages, filled before the step's mma
-    instruction: str = "mma_sync"  # or "wgmma": one warpgroup computes the whole block tile
+    instruction: str = "mma_sync"  # or "wgmma": `warp` is then a warpgroup's tile
 
     @property
     def warpgroup(self) -> bool:
@@ -86,7 +86,13 @@ class MmaPlan:
 
     @property
     def threads(self) -> int:
-        return WARPGROUP_THREADS if self.warpgroup else WARP_SIZE * math.prod(self.warps)
+        return WARPGROUP_THREADS * math.prod(self.warps) if self.warpgroup else WARP_SIZE * math.prod(self.warps)
+
+    @property
+    def block_dims(self) -> list[int]:
+        """The launch's block: a wgmma kernel's warpgroups along y (nvgpu.warpgroup.mma.store places a
+        thread's fragments by its x index, the same in every warpgroup)."""
+        return [WARPGROUP_THREADS, math.prod(self.warps), 1] if self.warpgroup else [self.threads, 1, 1]
 
     @property
     def staged_tiles(self) -> list[tuple[int, int]]:
@@ -177,28 +183,37 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
 
 
 def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int) -> MmaPlan:
-    """The plan of a wgmma kernel: one warpgroup per block, its tile in m64nNk16 instructions."""
+    """The plan of a wgmma kernel: one or two warpgroups per block (`warp`: a warpgroup's tile), each
+    tile in m64nNk16 (m64nNk8 for TF32) instructions."""
     operand, accumulator = matmul.input_dtypes[0], matmul.info.dtype
-    if operand not in ("f16", "bf16") or accumulator != "f32":
-        raise ValueError(f"wgmma takes f16 x f16 and bf16 x bf16 -> f32 matmuls here (TF32 would need B's "
-                         f"(n, k) layout); op {matmul.info.index} is {operand} x {operand} -> {accumulator}")
-    if block[0] not in (WGMMA_M, 2 * WGMMA_M) or block[1] not in WGMMA_NS or math.prod(block) > WGMMA_MAX_OUTPUTS:
-        raise ValueError(f"a wgmma block tile is 64 or 128 rows by {' or '.join(map(str, WGMMA_NS))} columns, at "
-                         f"most {WGMMA_MAX_OUTPUTS} outputs (the warpgroup's accumulators, "
-                         f"{WGMMA_MAX_OUTPUTS // WARPGROUP_THREADS} registers per thread); not {list(block)}")
-    if any(s.thread_tile[:2]) and tuple(s.thread_tile[:2]) != block:
-        raise ValueError("the warpgroup computes the whole block tile: thread_tile is the block tile or zeros")
-    if s.reduction_tile != WGMMA_K_STEP or k % WGMMA_K_STEP:
-        raise ValueError(f"a wgmma K step is {WGMMA_K_STEP} elements (one 128-byte swizzled row), which must "
-                         f"divide K={k}: reduction_tile {WGMMA_K_STEP}, not {s.reduction_tile}")
+    if operand not in ("f16", "bf16", "f32") or accumulator != "f32":
+        raise ValueError(f"wgmma takes f16 x f16, bf16 x bf16 and (as TF32) f32 x f32 -> f32 matmuls; op "
+                         f"{matmul.info.index} is {operand} x {operand} -> {accumulator}")
+    warpgroup = tuple(s.thread_tile[:2]) if any(s.thread_tile[:2]) else block
+    if warpgroup not in WARPGROUP_TILES:
+        raise ValueError(f"a warpgroup's tile (thread_tile; zeros: the block's) is 64 rows by "
+                         f"{' or '.join(map(str, WGMMA_NS))} columns, or 128x128; not {list(warpgroup)}")
+    warpgroups = block[0] // warpgroup[0]
+    if block[1] != warpgroup[1] or block[0] % warpgroup[0] or warpgroups > MAX_WARPGROUPS \
+            or warpgroup[0] > WGMMA_M and block != warpgroup:
+        raise ValueError(f"a wgmma block tile stacks up to {MAX_WARPGROUPS} warpgroup tiles of 64 rows (or is one "
+                         f"of 128x128): block_tile {list(block)} with warpgroups of {list(warpgroup)}")
+    if operand == "f32" and (warpgroup[0] != WGMMA_M or block[1] % (WGMMA_BOX * warpgroups)):
+        raise ValueError(f"TF32 on wgmma takes warpgroups of 64 rows, the block's columns a multiple of 64 per "
+                         f"warpgroup (its threads' loads of B); not block_tile {list(block)} with warpgroups of "
+                         f"{list(warpgroup)}")
+    k_step = WGMMA_SWIZZLE_BYTES // ELEMENT_BYTES[operand]
+    if s.reduction_tile != k_step or k % k_step:
+        raise ValueError(f"a wgmma K step of {operand} is {k_step} elements (one 128-byte swizzled row), which must "
+                         f"divide K={k}: reduction_tile {k_step}, not {s.reduction_tile}")
     if not s.promote_shared or s.pipeline_depth < 2 or s.copies_ahead:
         raise ValueError("wgmma reads its operands from shared memory filled by cp.async: promote_shared with "
                          "pipeline_depth 2 or more, without copies_ahead")
-    if k // WGMMA_K_STEP < s.pipeline_depth:
+    if k // k_step < s.pipeline_depth:
         raise ValueError(f"pipeline_depth {s.pipeline_depth} needs at least that many K steps, K={k} has "
-                         f"{k // WGMMA_K_STEP} of {WGMMA_K_STEP}")
-    plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, block, WGMMA_K_STEP,
-                   k // WGMMA_K_STEP, accumulator, operand, s.pipeline_depth, instruction="wgmma")
+                         f"{k // k_step} of {k_step}")
+    plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warpgroup, k_step,
+                   k // k_step, accumulator, operand, s.pipeline_depth, instruction="wgmma")
     # the epilogue's accumulator tile shares memory with the staged tiles, dead once the K loop is done
     needed = max(wgmma_staged_bytes(plan), math.prod(block) * ACCUMULATOR_BYTES[accumulator] if epilogue else 0)
     if needed > MAX_SHARED_BYTES:
@@ -210,9 +225,13 @@ def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int)
 WGMMA_CHIPS = ("sm_90a",)  # wgmma is in the PTX ISA of sm_90a alone
 WGMMA_M = 64  # rows of one wgmma; a block of 128 rows takes two
 WGMMA_NS = (64, 128, 256)  # block columns: B's boxes of 64, whose chunks the 128 threads copy evenly
-WGMMA_MAX_OUTPUTS = 128 * 128
+# a warpgroup's tiles: m64 by any of WGMMA_NS, or two m64 halves of 128 columns (128 accumulator registers per
+# thread at most). nvgpu.warpgroup.mma.store puts a second half `columns / 2` rows below the first, right
+# for 128 columns only, and places warp w's rows at 16 w, so that the warpgroups of a block stack along M
+WARPGROUP_TILES = [(WGMMA_M, n) for n in WGMMA_NS] + [(2 * WGMMA_M, 128)]
+MAX_WARPGROUPS = 2
 WGMMA_SWIZZLE_BYTES = 128  # the staged tiles' rows: 128-byte swizzled, as wgmma reads them
-WGMMA_BOX = 64  # B is staged as column boxes of 64 (one swizzled row each, K rows deep)
+WGMMA_BOX = 64  # 16-bit B is staged as column boxes of 64 (one swizzled row each, K rows deep)
 
 
 def wgmma_staged_bytes(plan: MmaPlan) -> int:
@@ -239,8 +258,8 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
     anchor = f"%op{plan.epilogue if plan.epilogue is not None else plan.matmul}"
     n_block = sum(1 for b in s.block_tile if b)
     block_ids = ", ".join(f"#gpu.block<{i}>" for i in ("y", "x")[2 - n_block:])
-    who = (f"a warpgroup's wgmma, {plan.stages} K steps in flight" if plan.warpgroup else
-           f"{math.prod(plan.warps)} warps of {plan.warp[0]}x{plan.warp[1]} outputs")
+    who = f"{math.prod(plan.warps)} {'warpgroups' if plan.warpgroup else 'warps'} of {plan.warp[0]}x{plan.warp[1]} outputs"
+    who += f" on wgmma, {plan.stages} K steps in flight" if plan.warpgroup else ""
     out = [
         f"    // kernel of op {plan.epilogue if plan.epilogue is not None else plan.matmul} on tensor cores: "
         f"matmul op {plan.matmul}, {who}",
@@ -274,7 +293,9 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
     if plan.warpgroup:
         # the block's matmul stays whole: mlir.warpgroup_matmuls gives it its K loop
         out += [f"    %{k}_stages = transform.param.constant {plan.stages} : i64 -> !transform.param<i64>",
-                f'    transform.annotate {matmul_b} "{WGMMA}" = %{k}_stages : {ANY}, !transform.param<i64>']
+                f'    transform.annotate {matmul_b} "{WGMMA}" = %{k}_stages : {ANY}, !transform.param<i64>',
+                f"    %{k}_wg_rows = transform.param.constant {plan.warp[0]} : i64 -> !transform.param<i64>",
+                f'    transform.annotate {matmul_b} "{WGMMA_ROWS}" = %{k}_wg_rows : {ANY}, !transform.param<i64>']
     elif s.promote_shared:
         out += _staged_k_step(k, plan, matmul_b)
     else:
@@ -382,7 +403,8 @@ def emit_staged_copies(kernel: int) -> list[str]:
     ]
 
 
-WGMMA = "farm.wgmma"  # a block's linalg.matmul that a warpgroup computes: = its K steps in flight
+WGMMA = "farm.wgmma"  # a block's linalg.matmul that warpgroups compute: = its K steps in flight
+WGMMA_ROWS = "farm.wgmma_rows"  # ... and the rows of each warpgroup's tile
 K_LOOP = "farm.k_loop"  # a tensor-core kernel's K loop over staged tiles: = the kernel's id
 COPY_ROWS = "farm.copy_rows"  # the row loop of a thread's copy into a staged tile: = its trip count
 STAGED = "farm.staged"  # a staged tile (workgroup allocation): = the kernel's id
