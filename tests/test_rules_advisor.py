@@ -427,6 +427,22 @@ def test_an_mma_sync_matmul_of_16_bit_operands_moves_to_wgmma_first():
     assert edit_for("deepen_pipeline", dataclasses.replace(wgmma, pipeline_depth=4), f16, True) is None
 
 
+def test_the_wgmma_v0_is_memory_bound_and_has_only_its_pipeline_left():
+    """Recorded on the H200 (perf_targets_h200.md run 34, NCU): the f16 matmul's wgmma v0 (128x256 blocks of
+    two 64x256 warpgroups, 3 steps in flight) at memory SOL 74.7% over SM 60.7%. Of the memory route only
+    a deeper pipeline applies to it; once rejected (0.98x in the loop, loop_h200.md 15:26), no route is
+    left: no tile family turns a wgmma kernel into one the compile stage refuses."""
+    kernels = parse_csv((DATA / "ncu_raw_matmul4096_f16_wgmma_h200.csv").read_text())
+    f16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
+    v0 = OpSchedule(0, "matmul", [128, 256, 0], [64, 256, 0], reduction_tile=64, promote_shared=True,
+                    tensor_core="wgmma", pipeline_depth=3)
+    d = advise(request_for(f16, v0, kernels))
+    assert (d.bottleneck, d.evidence[-1].rule) == ("memory", "memory_bound")
+    assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 4))
+    last = advise(request_for(f16, v0, kernels, rejected=[d.hypothesis]))
+    assert last.hypothesis is None and "no route left" in last.stop_reason
+
+
 def test_promote_shared_stages_only_tensor_core_kernels():
     """promote_shared: only a tensor-core kernel stages its operand tiles (the compile stage stages no other
     kernel's), and only once."""
