@@ -21,6 +21,7 @@ from workers.records import (CompileResult, KernelMetrics, MeasureResult, ModelI
 
 DATA = Path(__file__).parent / "data" / "measure"
 MATMUL = OpInfo(0, "linalg.matmul", "matmul", [1024, 1024, 1024], ["parallel", "parallel", "reduction"], "f32")
+MATMUL_F16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
 ELEMENTWISE = OpInfo(0, "linalg.generic", "elementwise", [1024, 4096], ["parallel", "parallel"], "f32")
 
 
@@ -427,19 +428,25 @@ def test_an_mma_sync_matmul_of_16_bit_operands_moves_to_wgmma_first():
     assert edit_for("deepen_pipeline", dataclasses.replace(wgmma, pipeline_depth=4), f16, True) is None
 
 
+def memory_bound_advice(recording: str, schedule: OpSchedule, request) -> tuple:
+    """The advice for the 4096^3 f16 matmul under `schedule` with the NCU `recording` (tests/data/measure),
+    which classifies it memory-bound; and the recording's kernels."""
+    kernels = parse_csv((DATA / recording).read_text())
+    d = advise(request(MATMUL_F16, schedule, kernels))
+    assert (d.bottleneck, d.evidence[-1].rule) == ("memory", "memory_bound")
+    return d, kernels
+
+
 def test_the_wgmma_v0_is_memory_bound_and_has_only_its_pipeline_left():
     """Recorded on the H200 (perf_targets_h200.md run 34, NCU): the f16 matmul's wgmma v0 (128x256 blocks of
     two 64x256 warpgroups, 3 steps in flight) at memory SOL 74.7% over SM 60.7%. Of the memory route only
     a deeper pipeline applies to it; once rejected (0.98x in the loop, loop_h200.md 15:26), no route is
     left: no tile family turns a wgmma kernel into one the compile stage refuses."""
-    kernels = parse_csv((DATA / "ncu_raw_matmul4096_f16_wgmma_h200.csv").read_text())
-    f16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
     v0 = OpSchedule(0, "matmul", [128, 256, 0], [64, 256, 0], reduction_tile=64, promote_shared=True,
                     tensor_core="wgmma", pipeline_depth=3)
-    d = advise(request_for(f16, v0, kernels))
-    assert (d.bottleneck, d.evidence[-1].rule) == ("memory", "memory_bound")
+    d, kernels = memory_bound_advice("ncu_raw_matmul4096_f16_wgmma_h200.csv", v0, request_for)
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 4))
-    last = advise(request_for(f16, v0, kernels, rejected=[d.hypothesis]))
+    last = advise(request_for(MATMUL_F16, v0, kernels, rejected=[d.hypothesis]))
     assert last.hypothesis is None and "no route left" in last.stop_reason
 
 
@@ -473,13 +480,12 @@ def test_register_cap_leaves_a_tensor_core_warp_room_for_its_accumulators():
     warps: 128 accumulator words per thread, 208 registers) capped for two blocks per SM (128 registers)
     spilled and ran 1720.3 us against 361.1 us. Its warps' accumulators leave no cap; 128x128 blocks of
     eight 64x32 warps (64 words) may take two blocks (128 registers), not three (80)."""
-    f16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
     v0 = OpSchedule(0, "matmul", [128, 256, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
                     tensor_core="mma_sync", pipeline_depth=2)
-    assert edit_for("cap_registers", v0, f16, True) is None
+    assert edit_for("cap_registers", v0, MATMUL_F16, True) is None
     smaller = dataclasses.replace(v0, block_tile=[128, 128, 0], thread_tile=[64, 32, 0])
-    assert edit_for("cap_registers", smaller, f16, True).value == 2
-    assert edit_for("cap_registers", dataclasses.replace(smaller, min_blocks_per_sm=2), f16, True) is None
+    assert edit_for("cap_registers", smaller, MATMUL_F16, True).value == 2
+    assert edit_for("cap_registers", dataclasses.replace(smaller, min_blocks_per_sm=2), MATMUL_F16, True) is None
 
 
 def test_a_memory_bound_tensor_core_matmul_is_not_offered_a_no_op():
@@ -487,14 +493,11 @@ def test_a_memory_bound_tensor_core_matmul_is_not_offered_a_no_op():
     perf_targets_h200.md run 7, NCU): memory-bound by its shared-memory and L2 traffic. The memory route's
     vectorize would compile to the same PTX (the tensor-core path vectorizes whatever the flag says), so
     the advisor skips it and stages one more K step ahead."""
-    kernels = parse_csv((DATA / "ncu_raw_matmul4096_f16_h200.csv").read_text())
-    f16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
     v0 = OpSchedule(0, "matmul", [128, 128, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
                     tensor_core="mma_sync", pipeline_depth=2)
-    d = advise(on_mma_sync(f16, v0, kernels))
-    assert (d.bottleneck, d.evidence[-1].rule) == ("memory", "memory_bound")
+    d, _ = memory_bound_advice("ncu_raw_matmul4096_f16_h200.csv", v0, on_mma_sync)
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 3))
-    assert edit_for("enable_vectorize", v0, f16, True) is None
+    assert edit_for("enable_vectorize", v0, MATMUL_F16, True) is None
 
 
 def test_a_kernel_storing_to_local_memory_gets_a_smaller_thread_tile():

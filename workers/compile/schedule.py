@@ -453,7 +453,7 @@ class MmaTiles(NamedTuple):
     """A v0 tensor-core template: tiles, staging, and the smallest grid it is for."""
 
     block: tuple[int, int]
-    warp: tuple[int, int]  # wgmma: the block tile, which its one warpgroup computes
+    warp: tuple[int, int]  # wgmma: a warpgroup's tile
     k_step: int
     staged: bool  # A/B staged in shared memory
     stages: int = 0  # pipeline_depth: K steps in flight, filled by cp.async (0: synchronous)

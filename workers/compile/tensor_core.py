@@ -25,6 +25,10 @@ the copies of step i+d are issued once the warps are done with step i, into step
 thread mapping's three barriers per step, mlir.trim_k_loop_barriers drops the one between A's copies
 and B's; with copies_ahead the copies go into the spare buffer, which the warps left at step i-1, so it
 moves them before step i's mma and drops the barrier after it too: one per step remains.
+
+With tensor_core "wgmma" (sm_90a) one or two warpgroups compute the block tile instead (`thread_tile`: a
+warpgroup's tile, stacked along M): the schedule tiles the kernel to blocks, maps its fill and epilogue
+to the block's threads and leaves the block's matmul whole, marked WGMMA; wgmma.py gives it its K loop.
 """
 from __future__ import annotations
 
@@ -226,8 +230,9 @@ WGMMA_CHIPS = ("sm_90a",)  # wgmma is in the PTX ISA of sm_90a alone
 WGMMA_M = 64  # rows of one wgmma; a block of 128 rows takes two
 WGMMA_NS = (64, 128, 256)  # block columns: B's boxes of 64, whose chunks the 128 threads copy evenly
 # a warpgroup's tiles: m64 by any of WGMMA_NS, or two m64 halves of 128 columns (128 accumulator registers per
-# thread at most). nvgpu.warpgroup.mma.store puts a second half `columns / 2` rows below the first, right
-# for 128 columns only, and places warp w's rows at 16 w, so that the warpgroups of a block stack along M
+# thread at most): nvgpu.warpgroup.mma.store puts a second half `columns / 2` rows below the first, right
+# for 128 columns only; it places a thread's rows by its x index, so a block's warpgroups are its y index
+# (MmaPlan.block_dims)
 WARPGROUP_TILES = [(WGMMA_M, n) for n in WGMMA_NS] + [(2 * WGMMA_M, 128)]
 MAX_WARPGROUPS = 2
 WGMMA_SWIZZLE_BYTES = 128  # the staged tiles' rows: 128-byte swizzled, as wgmma reads them
@@ -235,7 +240,7 @@ WGMMA_BOX = 64  # 16-bit B is staged as column boxes of 64 (one swizzled row eac
 
 
 def wgmma_staged_bytes(plan: MmaPlan) -> int:
-    """Shared memory of a wgmma kernel's staged A (m x 64) and B (64 x n) tiles, all buffers."""
+    """Shared memory of a wgmma kernel's staged A and B tiles, all buffers: m and n rows of 128 bytes."""
     return plan.stages * (plan.block[0] + plan.block[1]) * WGMMA_SWIZZLE_BYTES
 
 

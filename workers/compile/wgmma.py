@@ -4,13 +4,13 @@ The Transform schedule leaves a wgmma kernel's matmul whole at block level and m
 (tensor_core.WGMMA = K steps in flight, WGMMA_ROWS = a warpgroup's rows): block tile of A (m x K) and B
 (K x n) in global memory, the accumulator tile C (m x n f32: the epilogue's tile in shared memory, or
 the output itself). No Transform op of MLIR rewrites a matmul into nvgpu.warpgroup.mma, so
-`warpgroup_matmuls` replaces each marked op by the K loop below (MLIR text, instantiated at the op): all
-threads copy each K step's A tile and B's column boxes of 64 into shared memory by cp.async, in 128-byte
-rows whose 16-byte chunks are XOR-swizzled by row (the layout wgmma reads with 128-byte swizzling: 8 rows
-of a chunk column in 8 bank groups), d steps in flight in d buffers; per step, each warpgroup (threads
-(x, y): warpgroup y) multiplies its rows of A with B by one nvgpu.warpgroup.mma (B read N-major:
-transposeB), its accumulators carried in registers through the loop and stored to its rows of C after
-it. An epilogue's accumulator tile is dead during the loop: it shares memory with the buffers
+`warpgroup_matmuls` replaces each marked op by the K loop of KLoop (MLIR text, instantiated at the op):
+all threads copy each K step's A tile and B's (16-bit: column boxes of 64 by cp.async; TF32: through
+registers, transposed) into shared memory in 128-byte rows whose 16-byte chunks are XOR-swizzled by row
+(the layout wgmma reads with 128-byte swizzling: 8 rows of a chunk column in 8 bank groups), d steps in
+flight in d buffers; per step, each warpgroup (threads (x, y): warpgroup y) multiplies its rows of A with
+B by nvgpu.warpgroup.mma, its accumulators carried in registers through the loop and stored to its rows
+of C after it. An epilogue's accumulator tile is dead during the loop: it shares memory with the buffers
 (mlir.OVERLAPS_STAGED). The descriptors' tensor-map operand only carries the swizzle kind and box in its
 type, all that convert-nvgpu-to-nvvm reads of it (no TMA here).
 """
