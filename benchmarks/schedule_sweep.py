@@ -50,22 +50,18 @@ MMA_VARIANTS = [
             {"block_tile": [128, 128], "thread_tile": [64, 128], "pipeline_depth": 4}),
     Variant("64x256 block, one warpgroup", "matmul", {"block_tile": [64, 256]}),
 ]
-# v0 of an f32 matmul in TF32: 128x64 blocks of two 64x64 warps, K steps of 32, cp.async 2 steps ahead
-# into 3 buffers, the copies issued before the step's mma (copies_ahead: 1.07x over 3 stages in 3 buffers
-# with the copies after the mma, run 26); 83 KB of shared memory per block: two blocks (four warps) per SM
+# v0 of an f32 matmul in TF32 at 4096: wgmma as for f16 (128x256 blocks of two 64x256 warpgroups, 3 steps
+# in flight) with K steps of 32, B transposed by a kernel of its own first (wgmma reads TF32 K-major only):
+# 1.60x over mma.sync's best (perf_targets_h200.md run 35: 4 steps 1.00x, 128x128 blocks of two 64x128
+# warpgroups 0.83x, 2 steps 0.74x; B through registers instead of the transposed copy 0.47x, run 33).
+# mma.sync's best: 128x64 blocks of two 64x64 warps, K32, 2 stages in 3 buffers, the copies ahead of the mma
 TF32_VARIANTS = [
-    Variant("synchronous staging", "matmul", {"pipeline_depth": 0, "copies_ahead": False}),
-    Variant("3 stages, copies after the mma", "matmul", {"pipeline_depth": 3, "copies_ahead": False}),
-    Variant("2 stages, copies after the mma", "matmul", {"copies_ahead": False}),
-    # run 27 lost: K16 (0.82x), K64 (0.60x), 128x128 blocks (0.83x), 128x256 (0.90x), 3 stages in 4
-    # buffers (0.84x); K16's smaller buffers fit three blocks per SM with 3 or 4 steps in flight
-    Variant("copies ahead, K16, 3 stages (4 buffers)", "matmul", {"reduction_tile": 16, "pipeline_depth": 3}),
-    Variant("copies ahead, K16, 4 stages (5 buffers)", "matmul", {"reduction_tile": 16, "pipeline_depth": 4}),
-    Variant("copies ahead, 4 warps of 64x32", "matmul", {"thread_tile": [64, 32]}),
-    # B through registers, stored transposed (wgmma reads TF32 K-major only): 0.75x (perf_targets_h200.md run 33)
-    Variant("wgmma, 128x256 block of two 64x256 warpgroups, 3 stages", "matmul",
-            {"tensor_core": "wgmma", "block_tile": [128, 256], "thread_tile": [64, 256], "pipeline_depth": 3,
-             "copies_ahead": False}),
+    Variant("mma.sync, two 64x64 warps, copies ahead of the mma (2 stages in 3 buffers)", "matmul",
+            {"tensor_core": "mma_sync", "block_tile": [128, 64], "thread_tile": [64, 64], "pipeline_depth": 2,
+             "copies_ahead": True}),
+    Variant("4 stages", "matmul", {"pipeline_depth": 4}),
+    Variant("two warpgroups of 64x128, 4 stages", "matmul",
+            {"block_tile": [128, 128], "thread_tile": [64, 128], "pipeline_depth": 4}),
 ]
 # v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
 SIMT_VARIANTS = [

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import (IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE, WARPGROUP_THREADS,
-                             WGMMA_K_STEP, OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_aligned,
-                             reduction_extents)
+from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE,
+                             WARPGROUP_THREADS, OpInfo, OpSchedule, ScheduleEdit, default_split_factor,
+                             img2col_aligned, reduction_extents)
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 
@@ -118,22 +118,27 @@ def enable_mma_sync(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleE
 
 
 def enable_wgmma(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """An mma.sync kernel of 16-bit operands on wgmma, as the v0 templates have it: 128x256 blocks of two
-    warpgroups of 64x256, 3 K steps of 64 in flight, where 256 divides the columns, else one warpgroup
-    per 128x128 block with 4 (at 4096^3 on the H200: 1.44x and 1.24x over mma.sync's best,
-    perf_targets_h200.md runs 31-32). The compile stage refuses it where the shape or the chip (sm_90a)
-    does not take it."""
-    if s.tensor_core != "mma_sync" or op.dtype not in ("f16", "bf16"):
+    """An mma.sync kernel on wgmma, as the v0 templates have it: 128x256 blocks of two warpgroups of
+    64x256, 3 K steps (of one 128-byte row: 64 16-bit elements, 32 TF32 ones) in flight, where 256 divides
+    the columns, else, for 16 bits, one warpgroup per 128x128 block with 4 (at 4096^3 on the H200: 1.44x,
+    1.24x and, TF32, 1.60x over mma.sync's best, perf_targets_h200.md runs 31, 32, 35). The compile stage
+    refuses it where the shape or the chip (sm_90a) does not take it."""
+    if s.tensor_core != "mma_sync" or op.dtype not in ("f16", "bf16", "f32"):
         return None
     tail = [0] * (len(s.block_tile) - 2)
-    block, warpgroup, stages = WGMMA_WIDE if op.loop_ranges[1] % WGMMA_WIDE[0][1] == 0 else WGMMA_SQUARE
+    wide = op.loop_ranges[1] % WGMMA_WIDE[0][1] == 0
+    if not wide and op.dtype == "f32":
+        return None  # TF32's warpgroups are m64: no 128x128 one
+    block, warpgroup, stages = WGMMA_WIDE if wide else WGMMA_SQUARE
     return ScheduleEdit(s.op_index, "tensor_core", {
         "tensor_core": "wgmma", "block_tile": [*block, *tail], "thread_tile": [*warpgroup, *tail],
-        "reduction_tile": WGMMA_K_STEP, "promote_shared": True, "pipeline_depth": stages, "copies_ahead": False})
+        "reduction_tile": WGMMA_ROW_BYTES // ELEMENT_BYTES[op.dtype], "promote_shared": True,
+        "pipeline_depth": stages, "copies_ahead": False})
 
 
 # (block tile, warpgroup tile, K steps in flight) of the wgmma v0 templates
 WGMMA_WIDE, WGMMA_SQUARE = ((128, 256), (64, 256), 3), ((128, 128), (128, 128), 4)
+WGMMA_ROW_BYTES = 128  # a wgmma K step: one 128-byte swizzled row of shared memory
 MAX_PIPELINE_DEPTH = 4  # K steps in flight: 4 was within 3% of 2 and 3 on the H200 (mma.sync)
 
 

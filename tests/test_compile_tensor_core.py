@@ -24,7 +24,7 @@ from workers.frontend import lower_model
 from workers.records import LaunchConfig, ScheduleEdit
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks" / "models"
-WGMMA_GPU_TEST = Path(__file__).resolve().parent / "data" / "measure" / "matmul_f16_wgmma_v0"
+MEASURE_DATA = Path(__file__).resolve().parent / "data" / "measure"
 
 
 @pytest.fixture(scope="module")
@@ -261,6 +261,9 @@ def test_tensor_cores_where_they_do_not_apply_fail_at_the_schedule_stage(jobs, j
 
 WGMMA = {"tensor_core": "wgmma", "block_tile": [128, 128], "thread_tile": [0, 0], "reduction_tile": 64,
          "pipeline_depth": 4}
+# TF32 in v0's wgmma tiles (a small job's TF32 v0 is mma.sync with copies ahead, which wgmma's does not take)
+TF32_WGMMA = {"tensor_core": "wgmma", "block_tile": [128, 256, 0], "thread_tile": [64, 256, 0], "reduction_tile": 32,
+              "pipeline_depth": 3, "copies_ahead": False}
 
 
 def test_v0_of_a_4096_f16_matmul_is_on_wgmma(matmul4096_f16):
@@ -354,16 +357,20 @@ def test_a_64_row_wgmma_tile_and_a_fused_relu(jobs):
     assert (launch.grid, launch.block, launch.shared_bytes) == ([1, 4, 1], [128, 1, 1], 3 * (64 + 256) * 128)
 
 
-def test_the_gpu_tests_wgmma_kernel_is_what_the_compile_stage_makes(jobs):
-    """test_measure_gpu.py runs tests/data/measure/matmul_f16_wgmma_v0 on the GPU: the zoo's relu(a @ b) in
-    128x128 blocks with 4 steps in flight. After a change to the wgmma path, copy the new v23's config.json
-    and kernels.ptx there (and run that test on the GPU node)."""
-    job = jobs / "matmul_f16"
-    params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "tensor_core", {**WGMMA, "thread_tile": [128, 128]}))
-    result = compile_iteration(str(job), 23, params)
+@pytest.mark.parametrize("job, tf32, data", [("matmul_f16", False, "matmul_f16_wgmma_v0"),
+                                              ("matmul_square", True, "matmul_square_tf32_wgmma_v0")])
+def test_the_gpu_tests_wgmma_kernels_are_what_the_compile_stage_makes(jobs, job, tf32, data):
+    """test_measure_gpu.py runs tests/data/measure/{data} on the GPU: the zoo's relu(a @ b) in 128x128
+    blocks with 4 steps in flight, its TF32 1024^3 matmul in v0's TF32 wgmma tiles. After a change to the
+    wgmma path, copy the new v23's config.json and kernels.ptx there (and run that test on the GPU node)."""
+    params = initial_params(str(jobs / job), tf32=tf32)
+    edit = TF32_WGMMA if tf32 else {**WGMMA, "thread_tile": [128, 128]}
+    params = apply_edit(params, ScheduleEdit(params.ops[0].op_index, "tensor_core", edit))
+    result = compile_iteration(str(jobs / job), 23, params)
     assert result.ok, result.error
     for name in ("config.json", "kernels.ptx"):
-        assert (job / "v23" / name).read_text() == (WGMMA_GPU_TEST / name).read_text(), f"{job / 'v23' / name} changed"
+        assert (jobs / job / "v23" / name).read_text() == (MEASURE_DATA / data / name).read_text(), \
+            f"{jobs / job / 'v23' / name} changed"
 
 
 @pytest.mark.parametrize("edit, reason", [
@@ -393,31 +400,32 @@ def test_wgmma_needs_sm_90a(jobs):
     assert initial_params(str(job), chip="sm_80").ops[0].tensor_core == "mma_sync"
 
 
-# TF32's v0 is mma.sync with copies ahead, which wgmma's pipeline does not take
-TF32_WGMMA = {"tensor_core": "wgmma", "block_tile": [128, 256, 0], "thread_tile": [64, 256, 0], "reduction_tile": 32,
-              "pipeline_depth": 3, "copies_ahead": False}
 
 
-def test_tf32_on_wgmma_reads_b_k_major_through_registers(jobs):
-    """TF32 (a tf32 job's f32 matmul, 1024^3) on wgmma: wgmma reads TF32 operands K-major only, so B's
-    4x4 blocks go through registers, loaded a step ahead (8 128-bit loads per thread and step) and stored
-    transposed (8 128-bit stores); A by cp.async as for 16 bits; 32 of K per step in four m64n256k8
-    wgmmas (measured correct on the H200, 0.75x of the mma.sync v0: perf_targets_h200.md run 33)."""
+def test_tf32_on_wgmma_reads_a_transposed_copy_of_b(jobs):
+    """TF32 (a tf32 job's f32 matmul, 1024^3) on wgmma, which reads TF32 operands K-major only: a kernel of
+    its own first copies B transposed (blocks of 32x8 threads through a padded 32x33 tile in shared
+    memory) into a temporary buffer, whose rows of K the wgmma kernel copies by cp.async as it does A's;
+    32 of K per step in four m64n256k8 wgmmas, each leaving at most the step's four in flight."""
     square = jobs / "matmul_square"
     params = initial_params(str(square), tf32=True)
     params = apply_edit(params, ScheduleEdit(params.ops[0].op_index, "tensor_core", TF32_WGMMA))
     result = compile_iteration(str(square), 25, params)
     assert result.ok, result.error
+    assert (result.kernel_count, result.kernel_families) == (2, ["copy", "matmul"])
     ptx = (square / "v25" / "kernels.ptx").read_text()
     mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+, p, 1,  1;", ptx)
     assert len(mmas) == 4 == ptx.count("wgmma.mma_async")
-    # B: 2 steps before the loop and 1 in it; A: 4 chunks of 16 bytes per thread and step
-    assert ptx.count("ld.global.v4.b32") == 3 * 8 and ptx.count("st.shared.v4.b32") == 3 * 8
-    assert ptx.count("cp.async.ca.shared.global") == 3 * 4
-    # each of the step's wgmmas leaves at most the step's four in flight
     assert ptx.count("wgmma.wait_group.sync.aligned \t4;") == 4
-    (launch,) = LaunchConfig.from_json((square / "v25" / "config.json").read_text()).launches
-    assert (launch.block, launch.shared_bytes) == ([128, 2, 1], 3 * (128 + 256) * 128)
+    # A's 128 and B's 256 rows of 128 bytes per step over 256 threads: 4 + 8 chunks each, 3 steps issued
+    assert ptx.count("cp.async.ca.shared.global") == 3 * 12
+    config = LaunchConfig.from_json((square / "v25" / "config.json").read_text())
+    transpose, matmul = config.launches
+    assert (transpose.grid, transpose.block) == ([32, 32, 1], [32, 8, 1])
+    assert (matmul.block, matmul.shared_bytes) == ([128, 2, 1], 3 * (128 + 256) * 128)
+    (copy,) = [b for b in config.buffers if b.role == "temporary"]
+    assert copy.shape == [1024, 1024] and transpose.args[-1].buffer == copy.name
+    assert copy.name in [arg.buffer for arg in matmul.args] and "arg1" not in [arg.buffer for arg in matmul.args]
 
 
 @pytest.mark.parametrize("edit, reason", [

@@ -20,7 +20,6 @@ from workers.records import BufferSpec, KernelArg, KernelLaunch, LaunchConfig
 DATA = Path(__file__).parent / "data"
 GOOD = DATA / "measure" / "elementwise_chain_v0"
 POC = DATA / "poc_matmul"
-WGMMA = DATA / "measure" / "matmul_f16_wgmma_v0"
 
 pytestmark = pytest.mark.gpu
 if gpu_unavailable():
@@ -100,14 +99,18 @@ def test_the_first_kernel_from_mlir(tmp_path):
     assert result.status == "ok" or (result.status == "illegal_address" and "device malloc" in result.error), result.error
 
 
-def test_a_wgmma_kernel_computes_the_matmul(tmp_path):
-    """relu(a @ b) in f16 (the zoo's 256x512x256) on wgmma: one warpgroup per 128x128 block, 4 K steps of
-    64 in flight in 128-byte swizzled shared rows (tests/data/measure/matmul_f16_wgmma_v0, what the
-    compile stage makes of that schedule: test_compile_tensor_core.py checks it is still)."""
-    job = tmp_path / "matmul_f16"
-    shutil.copytree(WGMMA, job / "v0")
-    shutil.copy(DATA / "zoo" / "matmul_f16.py", job / "model.py")
+@pytest.mark.parametrize("data, model, kernels", [
+    # relu(a @ b) in f16 (256x512x256): one warpgroup per 128x128 block, 4 K steps of 64 in flight
+    ("matmul_f16_wgmma_v0", "matmul_f16.py", [(4, 128)]),
+    # a @ b in TF32 (1024^3): B's transposed copy, then two 64x256 warpgroups per block, 3 steps of 32
+    ("matmul_square_tf32_wgmma_v0", "matmul_square.py", [(1024, 256), (32, 256)]),
+])
+def test_a_wgmma_kernel_computes_the_matmul(tmp_path, data, model, kernels):
+    """wgmma kernels from tests/data/measure (what the compile stage makes of those schedules:
+    test_compile_tensor_core.py checks it is still), 128-byte swizzled shared rows filled by cp.async."""
+    job = tmp_path / model.removesuffix(".py")
+    shutil.copytree(DATA / "measure" / data, job / "v0")
+    shutil.copy(DATA / "zoo" / model, job / "model.py")
     result = measure_iteration(str(job), 0, timeout_s=300)
     assert result.status == "ok" and result.correct, result.error
-    (kernel,) = result.kernels
-    assert (kernel.grid_size, kernel.block_size) == (4, 128)
+    assert [(k.grid_size, k.block_size) for k in result.kernels] == kernels

@@ -404,10 +404,10 @@ def test_a_register_limited_tensor_core_matmul_gets_its_pipeline_first():
 
 
 def test_an_mma_sync_matmul_of_16_bit_operands_moves_to_wgmma_first():
-    """warpgroup_mma: an f16 or bf16 mma.sync kernel becomes v0's wgmma kernel (128x256 blocks of two
-    warpgroups of 64x256 with 3 K steps of 64 in flight; one warpgroup per 128x128 block with 4 where 256
-    does not divide the columns), one edit carrying the tiles; first on the routes of a matmul kernel of
-    any class; neither for TF32 nor for a kernel on wgmma already, whose pipeline deepens to 4 steps."""
+    """warpgroup_mma: an mma.sync kernel becomes v0's wgmma kernel (128x256 blocks of two warpgroups of
+    64x256 with 3 K steps of 64 in flight; one warpgroup per 128x128 block with 4 where 256 does not divide
+    the columns), one edit carrying the tiles; first on the routes of a matmul kernel of any class; not
+    for a kernel on wgmma already, whose pipeline deepens to 4 steps."""
     f16 = dataclasses.replace(MATMUL, dtype="f16")
     v0 = OpSchedule(0, "matmul", [256, 128, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
                     tensor_core="mma_sync", pipeline_depth=2)
@@ -420,7 +420,9 @@ def test_an_mma_sync_matmul_of_16_bit_operands_moves_to_wgmma_first():
             "promote_shared": True, "pipeline_depth": 3, "copies_ahead": False})
     narrow = dataclasses.replace(f16, loop_ranges=[1024, 384, 1024])
     assert edit_for("enable_wgmma", v0, narrow, True).value["block_tile"] == [128, 128, 0]
-    assert edit_for("enable_wgmma", v0, MATMUL, True) is None, "f32 (TF32) operands"
+    # TF32 (an f32 mma.sync kernel is one): K steps of 32, and no 128x128 warpgroup
+    assert edit_for("enable_wgmma", v0, MATMUL, True).value["reduction_tile"] == 32
+    assert edit_for("enable_wgmma", v0, dataclasses.replace(MATMUL, loop_ranges=[1024, 384, 1024]), True) is None
     wgmma = OpSchedule(0, "matmul", [128, 128, 0], [128, 128, 0], reduction_tile=64, promote_shared=True,
                        tensor_core="wgmma", pipeline_depth=3)
     assert edit_for("enable_wgmma", wgmma, f16, True) is None

@@ -33,7 +33,6 @@ V0_REDUCTION_TILE = 8
 MAX_GRID_DIMS = 3
 MAX_BLOCKS_PER_SM = 32  # resident blocks an SM of an H100/H200 takes (OpSchedule.min_blocks_per_sm)
 WARPGROUP_THREADS = 128  # four warps issue one wgmma together (OpSchedule.tensor_core "wgmma")
-WGMMA_K_STEP = 64  # a wgmma kernel's K step: 16-bit elements in one 128-byte swizzled row of shared memory
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ from workers.compile.analysis import analyze, prepared_payload
 from workers.compile.cache_hints import stream_global_accesses
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
-from workers.compile.schedule import VECTOR_BYTES, ScheduleError, emit_transform, initial_params_for
+from workers.compile.schedule import VECTOR_BYTES, Kernel, ScheduleError, emit_transform, initial_params_for
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, PIPELINE_SEQUENCE, STAGED, padded_columns
-from workers.compile.wgmma import warpgroup_matmuls
+from workers.compile.wgmma import TRANSPOSE_ROWS, TRANSPOSE_TILE, warpgroup_matmuls
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
 from workers.records import TOLERANCES, CompileResult, LaunchConfig, ModelInfo, ScheduleParams
 
@@ -78,15 +78,16 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
     facts = analyze(payload_text, pipeline.pre_schedule)
     transform_text, kernels = emit_transform(facts, params)
     write_text(os.path.join(vdir, "transform.mlir"), transform_text)
-    result.kernel_ops = [k.anchor for k in kernels]
-    result.kernel_families = [k.family for k in kernels]
 
     with mlir.context():
         result.stage = "transform"
         module = prepared_payload(payload_text, pipeline.pre_schedule)
         schedule = mlir.parse(transform_text, "transform.mlir")
         mlir.apply_transform(module, schedule)
-        warpgroup_matmuls(module)
+        for k in reversed(warpgroup_matmuls(module)):  # a TF32 wgmma kernel's transpose of B, before it
+            kernels.insert(k, Kernel(kernels[k].anchor, "copy", [TRANSPOSE_TILE, TRANSPOSE_ROWS, 1]))
+        result.kernel_ops = [k.anchor for k in kernels]
+        result.kernel_families = [k.family for k in kernels]
         mlir.run_pipeline(module, pipeline.post_schedule)
         mlir.run_on_contracting_kernels(module, pipeline.tensor_cores)
         if mlir.has_sequence(schedule, PIPELINE_SEQUENCE):

@@ -465,7 +465,8 @@ class MmaTiles(NamedTuple):
 # v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200:
 # f16 and bf16 on wgmma in 128x256 blocks of two warpgroups of 64x256 with 3 K steps of 64 in flight
 # (1.16x over one warpgroup of 128x128 with 4, benchmarks/results/perf_targets_h200.md run 32; that one
-# 1.24x and 1.26x over mma.sync's best, run 31); of the mma.sync tiles
+# 1.24x and 1.26x over mma.sync's best, run 31), TF32 so too with K steps of 32 (B transposed by a kernel
+# of its own first: 1.60x over mma.sync's best, run 35); of the mma.sync tiles
 # (benchmarks/results/schedule_sweep_h200.md runs 3-27), f16 and bf16 in 256x128 blocks of eight 64x64
 # warps (1.01-1.02x over 128x256 in runs 18, 20, 26 and 27; 128x256 where 256 does not divide M), K
 # steps of 64 filled by cp.async two steps ahead (128x256: 1.04x over 128x128 blocks of four warps, the
@@ -487,7 +488,8 @@ _HALF_MMA_TILES = [MmaTiles((128, 256), (64, 256), 64, True, 3, min_blocks=MIN_G
 V0_MMA_TILES = {
     "f16": _HALF_MMA_TILES,
     "bf16": _HALF_MMA_TILES,
-    "f32": [MmaTiles((128, 64), (64, 64), 32, True, 2, copies_ahead=True), MmaTiles((128, 64), (64, 32), 16, True),
+    "f32": [MmaTiles((128, 256), (64, 256), 32, True, 3, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
+            MmaTiles((128, 64), (64, 64), 32, True, 2, copies_ahead=True), MmaTiles((128, 64), (64, 32), 16, True),
             *_UNSTAGED_MMA_TILES]}
 
 

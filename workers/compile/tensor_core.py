@@ -197,15 +197,14 @@ def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int)
     if warpgroup not in WARPGROUP_TILES:
         raise ValueError(f"a warpgroup's tile (thread_tile; zeros: the block's) is 64 rows by "
                          f"{' or '.join(map(str, WGMMA_NS))} columns, or 128x128; not {list(warpgroup)}")
-    warpgroups = block[0] // warpgroup[0]
-    if block[1] != warpgroup[1] or block[0] % warpgroup[0] or warpgroups > MAX_WARPGROUPS \
+    if block[1] != warpgroup[1] or block[0] % warpgroup[0] or block[0] // warpgroup[0] > MAX_WARPGROUPS \
             or warpgroup[0] > WGMMA_M and block != warpgroup:
         raise ValueError(f"a wgmma block tile stacks up to {MAX_WARPGROUPS} warpgroup tiles of 64 rows (or is one "
                          f"of 128x128): block_tile {list(block)} with warpgroups of {list(warpgroup)}")
-    if operand == "f32" and (warpgroup[0] != WGMMA_M or block[1] % (WGMMA_BOX * warpgroups)):
-        raise ValueError(f"TF32 on wgmma takes warpgroups of 64 rows, the block's columns a multiple of 64 per "
-                         f"warpgroup (its threads' loads of B); not block_tile {list(block)} with warpgroups of "
-                         f"{list(warpgroup)}")
+    if operand == "f32" and warpgroup[0] != WGMMA_M:
+        # its K steps take one wgmma per 8 of K on an m64 view of A: nvgpu's lowering would step A's
+        # descriptor to a second half as for 16-bit rows
+        raise ValueError(f"TF32 on wgmma takes warpgroups of 64 rows, not {list(warpgroup)}")
     k_step = WGMMA_SWIZZLE_BYTES // ELEMENT_BYTES[operand]
     if s.reduction_tile != k_step or k % k_step:
         raise ValueError(f"a wgmma K step of {operand} is {k_step} elements (one 128-byte swizzled row), which must "

@@ -5,8 +5,9 @@ The Transform schedule leaves a wgmma kernel's matmul whole at block level and m
 (K x n) in global memory, the accumulator tile C (m x n f32: the epilogue's tile in shared memory, or
 the output itself). No Transform op of MLIR rewrites a matmul into nvgpu.warpgroup.mma, so
 `warpgroup_matmuls` replaces each marked op by the K loop of KLoop (MLIR text, instantiated at the op):
-all threads copy each K step's A tile and B's (16-bit: column boxes of 64 by cp.async; TF32: through
-registers, transposed) into shared memory in 128-byte rows whose 16-byte chunks are XOR-swizzled by row
+all threads copy each K step's A tile and B's (16-bit: column boxes of 64; TF32: rows of K of B's
+transposed copy, which a kernel of its own makes first) by cp.async into shared memory in 128-byte rows
+whose 16-byte chunks are XOR-swizzled by row
 (the layout wgmma reads with 128-byte swizzling: 8 rows of a chunk column in 8 bank groups), d steps in
 flight in d buffers; per step, each warpgroup (threads (x, y): warpgroup y) multiplies its rows of A with
 B by nvgpu.warpgroup.mma, its accumulators carried in registers through the loop and stored to its rows
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from workers.compile import mlir
 from workers.compile.mlir import ir
+from numba_cuda_mlir._mlir.dialects import memref as memref_dialect
 from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS, WGMMA_SWIZZLE_BYTES
 from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS
 
@@ -28,17 +30,17 @@ SWIZZLE_CHUNKS = WGMMA_SWIZZLE_BYTES // CHUNK_BYTES  # 8 chunks per row, row r's
 SWIZZLE_ALIGNMENT = 1024  # a swizzled tile starts at a multiple of 8 rows of 128 bytes
 SMEM = mlir.WORKGROUP
 TF32_K = 8  # K of one TF32 wgmma
-WARP = 32
+TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # the transpose kernel's tile of B, and its block's rows of threads
 
 
 @dataclass
 class KLoop:
     """The MLIR text of a wgmma kernel's K loop for C (m x n) = A (m x k) B (k x n), `stages` K steps in
     flight, m / warpgroup_rows warpgroups, warpgroup y on the rows from y * warpgroup_rows (of C: a view
-    typed c_rows_type). 16-bit operands: B's K rows copied by cp.async into column boxes of 64, read by
-    wgmma N-major (transposeB), one nvgpu.warpgroup.mma per step. f32 operands (TF32, which wgmma reads
-    K-major only): B's rows loaded into registers a step early and stored transposed, n rows of K, one
-    nvgpu.warpgroup.mma per 8 of K (nvgpu's lowering steps B's descriptor through K as N-major rows)."""
+    typed c_rows_type). 16-bit operands: B (k x n) copied into column boxes of 64 K rows, read by wgmma
+    N-major (transposeB), one nvgpu.warpgroup.mma per step. f32 operands (TF32, which wgmma reads K-major
+    only): B given transposed (n x k), copied as A is, one nvgpu.warpgroup.mma per 8 of K (nvgpu's
+    lowering would step B's descriptor through K as N-major rows)."""
 
     a_type: str
     b_type: str
@@ -111,62 +113,23 @@ class KLoop:
                     f"%stage_{name}[{j}_tile_row, {j}_tile_col], {self.chunk} : {source_type} to {tile_type}"]
         return out
 
-    def _copy_a(self) -> list[str]:
-        # A's rows are the tile's rows; K runs along them
-        return self._copies("a", self.m, SWIZZLE_CHUNKS, "%A", self.a_type, self.a_tile,
+    def _copy_k_rows(self, name: str, rows: int, source: str, source_type: str, tile_type: str) -> list[str]:
+        """A tile whose rows run along K (A's; TF32's B, transposed in memory): row for row."""
+        return self._copies(name, rows, SWIZZLE_CHUNKS, source, source_type, tile_type,
                             lambda j: [f"{j}_tile_row = arith.addi {j}_row, {self.c(0)} : index"],
                             lambda j: [f"{j}_src_row = arith.addi {j}_row, {self.c(0)} : index",
                                        f"{j}_src_col = arith.addi %k0, {j}_col : index"])
 
     def _copy_b(self) -> list[str]:
-        # B's rows are K: chunk c of K row r goes to box c / 8, that box's row r
+        if self.tf32:
+            return self._copy_k_rows("b", self.n, "%B", self.b_type, self.b_rows)
+        # 16-bit B's rows are K: chunk c of K row r goes to box c / 8, that box's row r
         return self._copies("b", self.k_step, self.n // self.chunk, "%B", self.b_type, self.b_rows,
                             lambda j: [f"{j}_box = arith.divui {j}_chunk, {self.c(SWIZZLE_CHUNKS)} : index",
                                        f"{j}_box_row = arith.muli {j}_box, {self.c(self.k_step)} : index",
                                        f"{j}_tile_row = arith.addi {j}_box_row, {j}_row : index"],
                             lambda j: [f"{j}_src_row = arith.addi %k0, {j}_row : index",
                                        f"{j}_src_col = arith.addi {j}_col, {self.c(0)} : index"])
-
-    def _b_passes(self) -> range:
-        """TF32's B in 4x4 blocks (4 K rows of a chunk of 4 columns), by pass q of a thread: lane l of warp
-        w takes K rows 4 (l % 8) .. + 3 of chunk 4 w + l / 8 + 4 W q (W warps). A warp's load of a row
-        offset reads 8 rows of 64 contiguous bytes; the 8 lanes of a quarter warp store their transposed
-        rows' 16 bytes to 8 different swizzled chunks (no bank conflict)."""
-        return range(self.n // (4 * self.threads // WARP * self.chunk))
-
-    def _load_b(self, step: str) -> list[str]:
-        """TF32: the thread's 4x4 blocks of B's K step `step` into registers (%bv{q}_{row})."""
-        out = [f"%bk0 = arith.muli {step}, {self.c(self.k_step)} : index",
-               "%b_rows = arith.addi %bk0, %lane_k_rows : index"]
-        for q in self._b_passes():
-            j = f"%bl{q}"
-            out += [f"{j}_c = arith.addi %lane_chunk, {self.c(4 * self.threads // WARP * q)} : index",
-                    f"{j}_col = arith.muli {j}_c, {self.c(self.chunk)} : index"]
-            for r in range(self.chunk):
-                out += [f"{j}_row{r} = arith.addi %b_rows, {self.c(r)} : index",
-                        f"%bv{q}_{r} = vector.load %B[{j}_row{r}, {j}_col] {{alignment = {CHUNK_BYTES}}} : {self.b_type}, "
-                        f"vector<{self.chunk}xf32>"]
-        return out
-
-    def _store_b(self) -> list[str]:
-        """TF32: _load_b's blocks transposed into %stage_b: column e of a block (chunk c, K rows from 4 kq)
-        is row 4 c + e's chunk kq, swizzled."""
-        out = []
-        for q in self._b_passes():
-            j = f"%bs{q}"
-            out += [f"{j}_c = arith.addi %lane_chunk, {self.c(4 * self.threads // WARP * q)} : index",
-                    f"{j}_row0 = arith.muli {j}_c, {self.c(self.chunk)} : index"]
-            for e in range(self.chunk):
-                r = f"{j}_{e}"
-                column = [f"{r}_from{row} = vector.extract %bv{q}_{row}[{e}] : f32 from vector<{self.chunk}xf32>"
-                          for row in range(self.chunk)]
-                out += [*column,
-                        f"{r}_t = vector.from_elements {', '.join(f'{r}_from{row}' for row in range(self.chunk))} "
-                        f": vector<{self.chunk}xf32>",
-                        f"{r}_row = arith.addi {j}_row0, {self.c(e)} : index",
-                        *self._swizzled(r, f"{r}_row", "%lane_k_quad"),
-                        f"vector.store {r}_t, %stage_b[{r}_row, {r}_tile_col] : {self.b_rows}, vector<{self.chunk}xf32>"]
-        return out
 
     def _mma(self) -> tuple[list[str], str]:
         """The step's wgmmas on buffer %read (one per 8 of K for TF32), each leaving at most the step's
@@ -204,11 +167,10 @@ class KLoop:
         s = self
 
         def fill(step: str) -> list[str]:
-            """Step `step`'s tiles into its buffer: A by cp.async, B by cp.async (16-bit) or from the
-            registers _load_b filled (TF32)."""
+            """Step `step`'s A and B tiles into its buffer, by cp.async."""
             return [f"%stage = arith.remui {step}, {s.c(s.stages)} : index", *s._stage("%stage"),
-                    f"%k0 = arith.muli {step}, {s.c(s.k_step)} : index", *s._copy_a(),
-                    *(s._store_b() if s.tf32 else s._copy_b())]
+                    f"%k0 = arith.muli {step}, {s.c(s.k_step)} : index",
+                    *s._copy_k_rows("a", s.m, "%A", s.a_type, s.a_tile), *s._copy_b()]
 
         def region(lines: list[str]) -> list[str]:
             # each step's SSA names in a region of their own: scf.execute_region keeps them apart
@@ -227,25 +189,11 @@ class KLoop:
                 f"%map_a = builtin.unrealized_conversion_cast %no_map : i64 to {s._tensor_map(s.warpgroup_rows)}",
                 f"%map_b = builtin.unrealized_conversion_cast %no_map : i64 to "
                 f"{s._tensor_map(s.n if s.tf32 else s.k_step)}"]
-        if s.tf32:  # the lane's K rows and chunk in each of its B blocks (_b_passes)
-            body += [f"%lane = arith.remui %tid, {s.c(WARP)} : index",
-                     f"%warp = arith.divui %tid, {s.c(WARP)} : index",
-                     f"%lane_k_quad = arith.remui %lane, {s.c(8)} : index",
-                     f"%lane_k_rows = arith.muli %lane_k_quad, {s.c(s.chunk)} : index",
-                     f"%lane_chunk_in_warp = arith.divui %lane, {s.c(8)} : index",
-                     f"%warp_chunk = arith.muli %warp, {s.c(4)} : index",
-                     "%lane_chunk = arith.addi %warp_chunk, %lane_chunk_in_warp : index"]
         for step in range(s.stages - 1):
-            body += region([f"%step = arith.constant {step} : index", *(s._load_b("%step") if s.tf32 else []),
-                            *fill("%step"), "nvvm.cp.async.commit.group"])
-        loop = [f"%ahead = arith.addi %i, {s.c(s.stages - 1)} : index"]
-        if s.tf32:
-            # B of step `ahead` into registers before this step's wait: they land while it computes (the
-            # last step's again past it, unused)
-            loop += [f"%last = arith.constant {s.steps - 1} : index",
-                     "%ahead_loaded = arith.minui %ahead, %last : index", *s._load_b("%ahead_loaded")]
+            body += region([f"%step = arith.constant {step} : index", *fill("%step"), "nvvm.cp.async.commit.group"])
         mma, acc = s._mma()
-        loop += [f"nvvm.cp.async.wait.group {s.stages - 2}",
+        loop = [f"%ahead = arith.addi %i, {s.c(s.stages - 1)} : index",
+                f"nvvm.cp.async.wait.group {s.stages - 2}",
                  # the copies wrote through the generic proxy, wgmma reads through the async one
                  "nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}",
                  "gpu.barrier",
@@ -282,26 +230,111 @@ def _rows_view_type(tile: ir.MemRefType, rows: int) -> str:
     return f"memref<{rows}x{tile.shape[1]}x{tile.element_type}, strided<{strides}, offset: ?>{space}>"
 
 
-def warpgroup_matmuls(module: ir.Module) -> None:
-    """Replace each linalg.matmul marked WGMMA (inside its gpu.launch, before outlining) by its K loop."""
+def warpgroup_matmuls(module: ir.Module) -> list[int]:
+    """Replace each linalg.matmul marked WGMMA (inside its gpu.launch, before outlining) by its K loop. A
+    TF32 matmul's B is transposed first by a launch of its own; returns, for each such launch, the
+    position among the launches (before it was added) of the kernel it precedes."""
+    transposes = []
     for matmul in mlir.ops_named(module.operation, "linalg.matmul"):
         if WGMMA not in matmul.attributes:
             continue
         a, b, c = matmul.operands
         if mlir.in_shared_memory(c):
             _share_accumulator_tile(matmul, c)
-        a_type, b_type, c_type = (ir.MemRefType(v.type) for v in (a, b, c))
-        (m, k), n = a_type.shape, b_type.shape[1]
+        a_type, c_type = ir.MemRefType(a.type), ir.MemRefType(c.type)
+        (m, k), n = a_type.shape, c_type.shape[1]
+        if a_type.element_type == ir.F32Type.get():
+            launch = _ancestor(matmul.operation, "gpu.launch")
+            launches = [op.operation for op in mlir.ops_named(module.operation, "gpu.launch")]
+            transposes.append(launches.index(launch) - len(transposes))
+            b = _transposed(b, launch, matmul)
         stages, warpgroup_rows = (ir.IntegerAttr(matmul.attributes[mark]).value for mark in (WGMMA, WGMMA_ROWS))
-        text = KLoop(str(a_type), str(b_type), str(c_type), _rows_view_type(c_type, warpgroup_rows), m, n, k, stages,
+        text = KLoop(str(a_type), str(b.type), str(c_type), _rows_view_type(c_type, warpgroup_rows), m, n, k, stages,
                      warpgroup_rows, str(a_type.element_type)).text()
-        template = mlir.parse(f"module {{\n{text}\n}}", "the wgmma K loop")  # alive while its ops move
-        entry = template.body.operations[0].regions[0].blocks[0]
-        for argument, value in zip(entry.arguments, (a, b, c)):
-            argument.replace_all_uses_with(value)
-        for op in list(entry.operations)[:-1]:  # the return stays
-            op.move_before(matmul)
+        _instantiate(text, "the wgmma K loop", (a, b, c), matmul)
         matmul.erase()
+    return transposes
+
+
+def _ancestor(op, name: str):
+    """The nearest op called `name` that holds `op` (an ir.Operation), or None."""
+    while op is not None and op.name != name:
+        op = op.parent.operation if op.parent is not None else None
+    return op
+
+
+def _defining_op(value: ir.Value):
+    """The op that defines `value`, or that holds the block it is an argument of."""
+    owner = value.owner
+    return owner.owner if isinstance(owner, ir.Block) else owner.operation
+
+
+def _instantiate(text: str, what: str, arguments: tuple, before) -> list:
+    """The body of the func `text` placed before op `before`, its arguments replaced by `arguments`; the
+    placed ops."""
+    template = mlir.parse(f"module {{\n{text}\n}}", what)  # alive while its ops move
+    entry = template.body.operations[0].regions[0].blocks[0]
+    for argument, value in zip(entry.arguments, arguments):
+        argument.replace_all_uses_with(value)
+    placed = list(entry.operations)[:-1]  # the return stays
+    for op in placed:
+        op.move_before(before)
+    return placed
+
+
+def _transposed(b: ir.Value, launch, matmul) -> ir.Value:
+    """B's block tile (a view of B's columns) read from a transposed copy of B instead (n x K: rows of
+    K, as wgmma reads TF32), which a launch before `launch` makes in a new buffer."""
+    view = b.owner
+    if view.name != "memref.subview" or _ancestor(_defining_op(view.operands[0]), "gpu.launch") is not None:
+        raise mlir.MlirError("a TF32 wgmma kernel reads B through a view of a buffer of the host")
+    source = view.operands[0]
+    k, n_total = ir.MemRefType(source.type).shape
+    if k % TRANSPOSE_TILE or n_total % TRANSPOSE_TILE:
+        raise mlir.MlirError(f"B's transpose takes tiles of {TRANSPOSE_TILE}: B is {k}x{n_total}")
+    placed = _instantiate(_transpose_text(str(source.type), k, n_total), "B's transpose", (source,), launch)
+    copy = next(op for op in placed if op.name == "memref.alloc")
+    column = next(v for v in view.operands[1:])  # the view's one dynamic offset: its first column
+    n = ir.MemRefType(b.type).shape[1]
+    with ir.InsertionPoint(matmul), matmul.location:
+        rows = memref_dialect.SubViewOp(
+            ir.MemRefType.get([n, k], ir.F32Type.get(), ir.StridedLayoutAttr.get(ir.ShapedType.get_dynamic_stride_or_offset(), [k, 1])),
+            copy.results[0], [column], [], [], [ir.ShapedType.get_dynamic_stride_or_offset(), 0], [n, k], [1, 1])
+    return rows.result
+
+
+def _transpose_text(source_type: str, k: int, n: int) -> str:
+    """A func that returns B^T (n x k) of its argument B (k x n): blocks of 32 x 8 threads, each through
+    a 32 x 33 tile in shared memory (padded: its column reads hit 32 banks)."""
+    t, r = TRANSPOSE_TILE, TRANSPOSE_ROWS
+    loads, stores = [], []
+    for i in range(t // r):
+        loads += [f"%in_row{i} = arith.addi %row0, %ty{i} : index",
+                  f"%v{i} = memref.load %B[%in_row{i}, %in_col] : {source_type}",
+                  f"memref.store %v{i}, %tile[%ty{i}, %tx] : memref<{t}x{t + 1}xf32, {SMEM}>"]
+        stores += [f"%w{i} = memref.load %tile[%tx, %ty{i}] : memref<{t}x{t + 1}xf32, {SMEM}>",
+                   f"%out_row{i} = arith.addi %col0, %ty{i} : index",
+                   f"memref.store %w{i}, %BT[%out_row{i}, %out_col] : memref<{n}x{k}xf32>"]
+    offsets = [f"%ty{i} = arith.addi %ty, %c{i * r} : index" for i in range(t // r)]
+    constants = sorted({1, t, r, n // t, k // t, *(i * r for i in range(t // r))})
+    return "\n".join([
+        f"func.func @transpose(%B: {source_type}) {{",
+        *(f"  %c{c} = arith.constant {c} : index" for c in constants),
+        f"  %BT = memref.alloc() {{alignment = 64 : i64}} : memref<{n}x{k}xf32>",
+        f"  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c{n // t}, %gy = %c{k // t}, %gz = %c1) "
+        f"threads(%tx, %ty, %tz) in (%sx = %c{t}, %sy = %c{r}, %sz = %c1) {{",
+        f"    %tile = memref.alloc() : memref<{t}x{t + 1}xf32, {SMEM}>",
+        f"    %col0 = arith.muli %bx, %c{t} : index",
+        f"    %row0 = arith.muli %by, %c{t} : index",
+        "    %in_col = arith.addi %col0, %tx : index",
+        "    %out_col = arith.addi %row0, %tx : index",
+        *("    " + line for line in offsets + loads),
+        "    gpu.barrier",
+        *("    " + line for line in stores),
+        "    gpu.terminator",
+        "  }",
+        "  return",
+        "}"])
 
 
 def _share_accumulator_tile(matmul, tile: ir.Value) -> None:
