@@ -286,20 +286,26 @@ def _transposed(b: ir.Value, launch, matmul) -> ir.Value:
     """B's block tile (a view of B's columns) read from a transposed copy of B instead (n x K: rows of
     K, as wgmma reads TF32), which a launch before `launch` makes in a new buffer."""
     view = b.owner
-    if view.name != "memref.subview" or _ancestor(_defining_op(view.operands[0]), "gpu.launch") is not None:
-        raise mlir.MlirError("a TF32 wgmma kernel reads B through a view of a buffer of the host")
-    source = view.operands[0]
+    if isinstance(view, ir.Block) or view.name != "memref.subview":  # B whole: a grid of one column of blocks
+        source, (row, column), offsets = b, (0, 0), []
+    else:
+        source, (row, column), offsets = view.operands[0], ir.DenseI64ArrayAttr(view.attributes["static_offsets"]), \
+            list(view.operands[1:])
+    if _ancestor(_defining_op(source), "gpu.launch") is not None or row != 0:
+        raise mlir.MlirError("a TF32 wgmma kernel reads B through a view of a buffer of the host from its first row")
     k, n_total = ir.MemRefType(source.type).shape
     if k % TRANSPOSE_TILE or n_total % TRANSPOSE_TILE:
         raise mlir.MlirError(f"B's transpose takes tiles of {TRANSPOSE_TILE}: B is {k}x{n_total}")
     placed = _instantiate(_transpose_text(str(source.type), k, n_total), "B's transpose", (source,), launch)
     copy = next(op for op in placed if op.name == "memref.alloc")
-    column = next(v for v in view.operands[1:])  # the view's one dynamic offset: its first column
+    # the view's first column (a block's, dynamic: its one offset operand) is the copy's first row
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    offset = dynamic if column == dynamic else column * k
     n = ir.MemRefType(b.type).shape[1]
+    rows_type = ir.MemRefType.get([n, k], ir.F32Type.get(), ir.StridedLayoutAttr.get(offset, [k, 1]))
     with ir.InsertionPoint(matmul), matmul.location:
-        rows = memref_dialect.SubViewOp(
-            ir.MemRefType.get([n, k], ir.F32Type.get(), ir.StridedLayoutAttr.get(ir.ShapedType.get_dynamic_stride_or_offset(), [k, 1])),
-            copy.results[0], [column], [], [], [ir.ShapedType.get_dynamic_stride_or_offset(), 0], [n, k], [1, 1])
+        rows = memref_dialect.SubViewOp(rows_type, copy.results[0], offsets, [], [], [column, 0],
+                                        [n, k], [1, 1])
     return rows.result
 
 
