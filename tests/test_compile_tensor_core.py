@@ -428,29 +428,10 @@ def test_tf32_on_wgmma_reads_a_transposed_copy_of_b(jobs):
     assert copy.name in [arg.buffer for arg in matmul.args] and "arg1" not in [arg.buffer for arg in matmul.args]
 
 
-NARROW_MATMUL = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, a, b):
-        return a @ b
-
-
-def get_inputs():
-    return [torch.randn(512, 512), torch.randn(512, 256)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
 def test_tf32_on_wgmma_with_one_column_of_blocks_transposes_all_of_b(tmp_path):
     """N = 256, one block's columns: the kernel reads B whole (no view of it), and its copy whole."""
-    (tmp_path / "narrow.py").write_text(NARROW_MATMUL)
-    job = tmp_path / "narrow"
-    lower_model(str(tmp_path / "narrow.py"), str(job))
+    job = tmp_path / "matmul_narrow"
+    lower_model(str(MODELS / "matmul_narrow.py"), str(job))
     params = initial_params(str(job), tf32=True)
     params = apply_edit(params, ScheduleEdit(params.ops[0].op_index, "tensor_core", TF32_WGMMA))
     result = compile_iteration(str(job), 0, params)
