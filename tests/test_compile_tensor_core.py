@@ -1,8 +1,9 @@
-"""Tensor cores from the schedule: an f16 matmul compiles to mma.sync that ptxas accepts, and a
+"""Tensor cores from the schedule: an f16 matmul compiles to mma.sync or wgmma that ptxas accepts, and a
 tensor_core schedule the kernel cannot take fails at the schedule stage with the reason.
 
-v0 of an f16 matmul kernel uses tensor cores (128x64 blocks of two 64x64 warps, A and B tiles of
-K steps of 32 staged in shared memory, three buffers each filled by cp.async), also
+v0 of a small f16 matmul kernel uses mma.sync (128x64 blocks of two 64x64 warps, A and B tiles of K
+steps of 32 staged in shared memory, three buffers each filled by cp.async), one whose grid fills the
+GPU wgmma (two 64x256 warpgroups per 128x256 block), also
 where the epilogue is only the f32->f16 cast (a @ b in f16, benchmarks/models/matmul4096_f16.py): the
 epilogue works on rows of 1-D vectors, which convert-vector-to-gpu leaves alone (a 2-D chain of one
 truncf it took for MMA fragments and failed on: "unhandled vector to mma type: arith.truncf").
