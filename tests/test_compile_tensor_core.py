@@ -324,6 +324,10 @@ def test_two_warpgroups_share_a_block_stacked_along_m(matmul4096_f16):
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
     # A's 1024 and B's 2048 chunks of a step over 256 threads: 4 + 8 each, 2 steps before the loop, 1 in it
     assert ptx.count("cp.async.ca.shared.global") + ptx.count("cp.async.cg.shared.global") == 3 * 12
+    # a warpgroup refills the buffer of the step before only once both are done with it: a barrier after
+    # its wait for that step's wgmmas (without it the faster warpgroup overwrites what the other reads)
+    waited = ptx.index("wgmma.wait_group.sync.aligned \t1;")
+    assert ptx.index("bar.sync", waited) < ptx.index("cp.async.ca.shared.global", waited)
     (launch,) = LaunchConfig.from_json((job / "v2" / "config.json").read_text()).launches
     # a warpgroup per y index: thread (x, y) is thread x of warpgroup y, as the accumulators' store takes it
     assert (launch.grid, launch.block, launch.shared_bytes) == ([16, 32, 1], [128, 2, 1], 3 * (128 + 256) * 128)
