@@ -164,22 +164,24 @@ REGISTERS_PER_SM, MAX_REGISTERS_PER_THREAD, WARP = 65536, 255, 32
 REGISTERS_BESIDES_OUTPUTS = 32
 
 
+def _threads_per_tile(s: OpSchedule) -> int:
+    """The threads that share a thread tile: an mma.sync kernel's are its warps', a wgmma kernel's its
+    warpgroups'."""
+    return {"mma_sync": WARP, "wgmma": WARPGROUP_THREADS}.get(s.tensor_core, 1)
+
+
 def _block_threads(s: OpSchedule, op: OpInfo) -> int:
     if s.row_kernel or s.block_reduction:
         return s.row_kernel or s.block_reduction
-    if s.tensor_core == "wgmma":
-        return WARPGROUP_THREADS
-    tiles = _threads(s.block_tile, s.thread_tile, op)  # an mma.sync kernel's thread tiles are its warps'
-    return tiles * WARP if s.tensor_core == "mma_sync" else tiles
+    return _threads(s.block_tile, s.thread_tile, op) * _threads_per_tile(s)
 
 
 def _output_words_per_thread(s: OpSchedule, op: OpInfo) -> int:
-    """The outputs a thread holds in registers: its thread tile, or its share of its warp's tile."""
+    """The outputs a thread holds in registers: its thread tile, or its share of its warp's (warpgroup's)."""
     tile = [t for t, it in zip(s.thread_tile, op.iterator_types) if t and it == "parallel"]
     if not tile:
         return 1  # a reduction's threads each keep a partial
-    threads = {"mma_sync": WARP, "wgmma": WARPGROUP_THREADS}.get(s.tensor_core, 1)
-    return math.prod(tile) // threads
+    return math.prod(tile) // _threads_per_tile(s)
 
 
 def cap_registers(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:

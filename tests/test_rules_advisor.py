@@ -428,6 +428,11 @@ def test_an_mma_sync_matmul_of_16_bit_operands_moves_to_wgmma_first():
     assert edit_for("enable_wgmma", wgmma, f16, True) is None
     assert edit_for("deepen_pipeline", wgmma, f16, True) == ScheduleEdit(0, "pipeline_depth", 4)
     assert edit_for("deepen_pipeline", dataclasses.replace(wgmma, pipeline_depth=4), f16, True) is None
+    # v0's two warpgroups of 64x256 (256 threads, 128 accumulator words each): no register cap leaves
+    # them room (two blocks would cap them at 128 registers)
+    two = OpSchedule(0, "matmul", [128, 256, 0], [64, 256, 0], reduction_tile=64, promote_shared=True,
+                     tensor_core="wgmma", pipeline_depth=3)
+    assert edit_for("cap_registers", two, f16, True) is None
 
 
 def memory_bound_advice(recording: str, schedule: OpSchedule, request) -> tuple:
