@@ -285,9 +285,9 @@ def _shared_tiles(ops: list) -> list:
     return [a for a in ops if in_shared_memory(a.results[0])]
 
 
-def _enclosing(op, name: str):
-    """`op` itself, or the nearest op around it called `name`."""
-    while op.name != name:
+def enclosing(op, name: str):
+    """`op` itself, or the nearest op around it called `name`; None where none is."""
+    while op is not None and op.name != name:
         op = op.parent
     return op
 
@@ -303,7 +303,7 @@ def workgroup_allocs_to_shared(module: ir.Module) -> None:
     tensor-core kernel's accumulator tile); device malloc cannot give shared memory, so it becomes
     a `.shared` array: a memref.global of the kernel module read through memref.get_global."""
     for n, alloc in enumerate(_shared_tiles(_kernel_ops(module, "memref.alloc"))):
-        kernel_module = _enclosing(alloc, "gpu.module")
+        kernel_module = enclosing(alloc, "gpu.module")
         memref_type = alloc.results[0].type
         name = f"__farm_shared_{n}"
         alignment = alloc.attributes["alignment"] if "alignment" in alloc.attributes else None
@@ -374,7 +374,7 @@ def overlap_tiles_dead_in_k_loops(module: ir.Module, staged_mark: str, loop_mark
             continue
         block, at = siblings(loop)
         copies = [i for i, op in enumerate(block[:at]) if op.name == "nvgpu.device_async_copy"]
-        others = [a for a in _shared_tiles(ops_named(_enclosing(loop, "gpu.func"), "memref.alloc"))
+        others = [a for a in _shared_tiles(ops_named(enclosing(loop, "gpu.func"), "memref.alloc"))
                   if staged_mark not in a.attributes]
         if not copies or not others:
             continue
@@ -950,7 +950,7 @@ def scratch_to_stack(module: ir.Module) -> None:
         if alloc.operands:
             raise MlirError("a kernel needs per-thread scratch of dynamic size; use tiles that divide the "
                             "loop extents")
-        kernel = _enclosing(alloc, "gpu.func")
+        kernel = enclosing(alloc, "gpu.func")
         # an alloc's lifetime ends with its iteration unless a loop carries it on (yields it)
         carried = any(use.owner.name == "scf.yield" for use in alloc.results[0].uses)
         point = ir.InsertionPoint(alloc) if carried else ir.InsertionPoint.at_block_begin(kernel.regions[0].blocks[0])

@@ -244,7 +244,7 @@ def warpgroup_matmuls(module: ir.Module) -> list[int]:
         a_type, c_type = ir.MemRefType(a.type), ir.MemRefType(c.type)
         (m, k), n = a_type.shape, c_type.shape[1]
         if a_type.element_type == ir.F32Type.get():
-            launch = _ancestor(matmul.operation, "gpu.launch")
+            launch = mlir.enclosing(matmul.operation, "gpu.launch")
             launches = [op.operation for op in mlir.ops_named(module.operation, "gpu.launch")]
             transposes.append(launches.index(launch) - len(transposes))
             b = _transposed(b, launch, matmul)
@@ -254,13 +254,6 @@ def warpgroup_matmuls(module: ir.Module) -> list[int]:
         _instantiate(text, "the wgmma K loop", (a, b, c), matmul)
         matmul.erase()
     return transposes
-
-
-def _ancestor(op, name: str):
-    """The nearest op called `name` that holds `op` (an ir.Operation), or None."""
-    while op is not None and op.name != name:
-        op = op.parent.operation if op.parent is not None else None
-    return op
 
 
 def _defining_op(value: ir.Value):
@@ -291,7 +284,7 @@ def _transposed(b: ir.Value, launch, matmul) -> ir.Value:
     else:
         source, (row, column), offsets = view.operands[0], ir.DenseI64ArrayAttr(view.attributes["static_offsets"]), \
             list(view.operands[1:])
-    if _ancestor(_defining_op(source), "gpu.launch") is not None or row != 0:
+    if mlir.enclosing(_defining_op(source), "gpu.launch") is not None or row != 0:
         raise mlir.MlirError("a TF32 wgmma kernel reads B through a view of a buffer of the host from its first row")
     k, n_total = ir.MemRefType(source.type).shape
     if k % TRANSPOSE_TILE or n_total % TRANSPOSE_TILE:
