@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE,
-                             WARPGROUP_THREADS, OpInfo, OpSchedule, ScheduleEdit, default_split_factor,
-                             img2col_aligned, reduction_extents)
+from workers.records import (IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE, WARPGROUP_THREADS,
+                             OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_aligned,
+                             reduction_extents, wgmma_k_step)
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 
@@ -132,13 +132,12 @@ def enable_wgmma(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit
     block, warpgroup, stages = WGMMA_WIDE if wide else WGMMA_SQUARE
     return ScheduleEdit(s.op_index, "tensor_core", {
         "tensor_core": "wgmma", "block_tile": [*block, *tail], "thread_tile": [*warpgroup, *tail],
-        "reduction_tile": WGMMA_ROW_BYTES // ELEMENT_BYTES[op.dtype], "promote_shared": True,
+        "reduction_tile": wgmma_k_step(op.dtype), "promote_shared": True,
         "pipeline_depth": stages, "copies_ahead": False})
 
 
 # (block tile, warpgroup tile, K steps in flight) of the wgmma v0 templates
 WGMMA_WIDE, WGMMA_SQUARE = ((128, 256), (64, 256), 3), ((128, 128), (128, 128), 4)
-WGMMA_ROW_BYTES = 128  # a wgmma K step: one 128-byte swizzled row of shared memory
 MAX_PIPELINE_DEPTH = 4  # K steps in flight: 4 was within 3% of 2 and 3 on the H200 (mma.sync)
 
 

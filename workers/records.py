@@ -33,6 +33,12 @@ V0_REDUCTION_TILE = 8
 MAX_GRID_DIMS = 3
 MAX_BLOCKS_PER_SM = 32  # resident blocks an SM of an H100/H200 takes (OpSchedule.min_blocks_per_sm)
 WARPGROUP_THREADS = 128  # four warps issue one wgmma together (OpSchedule.tensor_core "wgmma")
+WGMMA_ROW_BYTES = 128  # a wgmma kernel's staged rows: 128-byte swizzled, as wgmma reads them
+
+
+def wgmma_k_step(dtype: str) -> int:
+    """A wgmma kernel's K step for operands of `dtype`: the elements of one staged row."""
+    return WGMMA_ROW_BYTES // ELEMENT_BYTES[dtype]
 
 
 # ---------------------------------------------------------------------------------------------

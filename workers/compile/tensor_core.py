@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 
 from workers.compile.pipeline import ANY
-from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, OpSchedule
+from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_ROW_BYTES, OpSchedule, wgmma_k_step
 
 # mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
 # mlir.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
@@ -205,7 +205,7 @@ def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int)
         # its K steps take one wgmma per 8 of K on an m64 view of A: nvgpu's lowering would step A's
         # descriptor to a second half as for 16-bit rows
         raise ValueError(f"TF32 on wgmma takes warpgroups of 64 rows, not {list(warpgroup)}")
-    k_step = WGMMA_SWIZZLE_BYTES // ELEMENT_BYTES[operand]
+    k_step = wgmma_k_step(operand)
     if s.reduction_tile != k_step or k % k_step:
         raise ValueError(f"a wgmma K step of {operand} is {k_step} elements (one 128-byte swizzled row), which must "
                          f"divide K={k}: reduction_tile {k_step}, not {s.reduction_tile}")
@@ -234,13 +234,12 @@ WGMMA_NS = (64, 128, 256)  # block columns: B's boxes of 64, whose chunks the 12
 # (MmaPlan.block_dims)
 WARPGROUP_TILES = [(WGMMA_M, n) for n in WGMMA_NS] + [(2 * WGMMA_M, 128)]
 MAX_WARPGROUPS = 2
-WGMMA_SWIZZLE_BYTES = 128  # the staged tiles' rows: 128-byte swizzled, as wgmma reads them
 WGMMA_BOX = 64  # 16-bit B is staged as column boxes of 64 (one swizzled row each, K rows deep)
 
 
 def wgmma_staged_bytes(plan: MmaPlan) -> int:
     """Shared memory of a wgmma kernel's staged A and B tiles, all buffers: m and n rows of 128 bytes."""
-    return plan.stages * (plan.block[0] + plan.block[1]) * WGMMA_SWIZZLE_BYTES
+    return plan.stages * (plan.block[0] + plan.block[1]) * WGMMA_ROW_BYTES
 
 
 def _is_warp_tile(tile: list[int], block: tuple[int, int]) -> bool:

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from workers.compile import mlir
 from workers.compile.mlir import ir
 from numba_cuda_mlir._mlir.dialects import memref as memref_dialect
-from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS, WGMMA_SWIZZLE_BYTES
-from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS
+from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS
+from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_ROW_BYTES, wgmma_k_step
 
 CHUNK_BYTES = 16  # one cp.async, and the unit the 128-byte swizzle permutes
-SWIZZLE_CHUNKS = WGMMA_SWIZZLE_BYTES // CHUNK_BYTES  # 8 chunks per row, row r's chunk c at c ^ (r % 8)
+SWIZZLE_CHUNKS = WGMMA_ROW_BYTES // CHUNK_BYTES  # 8 chunks per row, row r's chunk c at c ^ (r % 8)
 SWIZZLE_ALIGNMENT = 1024  # a swizzled tile starts at a multiple of 8 rows of 128 bytes
 SMEM = mlir.WORKGROUP
 TF32_K = 8  # K of one TF32 wgmma
@@ -57,11 +57,11 @@ class KLoop:
         self.constants: set[int] = set()
         self.tf32 = self.element == "f32"
         self.chunk = CHUNK_BYTES // ELEMENT_BYTES[self.element]  # elements per cp.async
-        self.k_step = WGMMA_SWIZZLE_BYTES // ELEMENT_BYTES[self.element]  # elements per swizzled row
+        self.k_step = wgmma_k_step(self.element)  # elements per swizzled row
         self.warpgroups = self.m // self.warpgroup_rows
         self.threads = WARPGROUP_THREADS * self.warpgroups
         self.steps = self.k // self.k_step
-        self.a_bytes, self.b_bytes = self.m * WGMMA_SWIZZLE_BYTES, self.n * WGMMA_SWIZZLE_BYTES
+        self.a_bytes, self.b_bytes = self.m * WGMMA_ROW_BYTES, self.n * WGMMA_ROW_BYTES
         self.buffers = f"memref<{self.stages * (self.a_bytes + self.b_bytes)}xi8, {SMEM}>"
         self.a_tile = self._tile(self.m, self.k_step)
         # B's tile as the copies write it: n / 64 boxes of K rows (16-bit), or n rows of K (f32)
@@ -184,7 +184,7 @@ class KLoop:
                 "%warpgroup = gpu.thread_id y",
                 f"%warpgroup_first = arith.muli %warpgroup, {s.c(WARPGROUP_THREADS)} : index",
                 "%tid = arith.addi %warpgroup_first, %lane_in_group : index",
-                f"%warpgroup_a_off = arith.muli %warpgroup, {s.c(s.warpgroup_rows * WGMMA_SWIZZLE_BYTES)} : index",
+                f"%warpgroup_a_off = arith.muli %warpgroup, {s.c(s.warpgroup_rows * WGMMA_ROW_BYTES)} : index",
                 "%no_map = arith.constant 0 : i64",
                 f"%map_a = builtin.unrealized_conversion_cast %no_map : i64 to {s._tensor_map(s.warpgroup_rows)}",
                 f"%map_b = builtin.unrealized_conversion_cast %no_map : i64 to "
