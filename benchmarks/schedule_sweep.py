@@ -36,7 +36,7 @@ class Variant:
 
 
 # v0 of an f16 or bf16 matmul at 4096 on wgmma: 128x256 blocks of two warpgroups of 64x256, K steps of 64,
-# 3 in flight (cp.async into 128-byte swizzled rows), 144 KB of buffers shared with the accumulator tile,
+# 3 in flight (TMA into 128-byte swizzled rows), 144 KB of buffers shared with the accumulator tile,
 # one block per SM (perf_targets_h200.md run 32: 4 steps 0.98x; one warpgroup per 128x128 block with 4 steps
 # 0.87x, with 3 0.84x (run 31); two warpgroups of 64x128 in 128x128 blocks 0.83x with 4 steps, 0.80x with
 # 3). mma.sync's best: 256x128 blocks of eight 64x64 warps, 2 stages (0.69x of v0)

@@ -59,3 +59,38 @@ def test_schedule_that_leaves_an_op_unmapped_is_rejected(tmp_path):
         with pytest.raises(HostComputeError) as err:
             LaunchSequence(module, ModelInfo.from_json(info.to_json())).read()
     assert "compute on the host" in str(err.value) and "linalg." in str(err.value)
+
+
+TENSOR_MAP_IR = """
+func.func @forward(%a: memref<128x256xf16>) {{
+  %c64 = arith.constant 64 : index
+  %view = memref.subview %a[64, 0] [64, 256] [1, 1] : memref<128x256xf16> to {view}
+  %unranked = memref.cast %view : {view} to memref<*xf16>
+  %map = nvgpu.tma.create.descriptor %unranked box[%c64, %c64] : memref<*xf16> -> !nvgpu.tensormap.descriptor<
+    tensor = memref<64x64xf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = {oob}, interleave = none>
+  return
+}}
+"""
+VIEW = "memref<64x256xf16, strided<[256, 1], offset: 16384>>"
+
+
+def host_buffers(oob: str) -> list:
+    with mlir.context():
+        module = mlir.parse(TENSOR_MAP_IR.format(view=VIEW, oob=oob), "test IR")
+        info = ModelInfo(name="m", model_path="m.py", ops=[], input_shapes=[[128, 256]], input_dtypes=["f16"],
+                         weight_names=[], output_shapes=[], export_seconds=0.0)
+        return LaunchSequence(module, info).read().buffers
+
+
+def test_a_tensor_map_on_the_host_is_a_buffer_the_measure_worker_encodes():
+    """The descriptor of a view of an input: the view's shape, strides and offset, the type's box and swizzle."""
+    (a, tensor_map) = host_buffers(oob="zero")
+    assert (tensor_map.role, tensor_map.shape) == ("tensor_map", [128])
+    m = tensor_map.tensor_map
+    assert (m.buffer, m.dtype, m.shape, m.strides, m.offset, m.box, m.swizzle) == \
+        (a.name, "f16", [64, 256], [256, 1], 16384, [64, 64], 128)
+
+
+def test_a_tensor_map_the_worker_does_not_encode_is_rejected():
+    with pytest.raises(HostComputeError, match="with zeros out of bounds and no interleave"):
+        host_buffers(oob="nan")

@@ -277,8 +277,8 @@ def test_v0_of_a_4096_f16_matmul_is_on_wgmma(matmul4096_f16):
 
 def test_one_warpgroup_computes_a_128x128_block_on_wgmma(matmul4096_f16):
     """A warpgroup per 128x128 block (two m64 halves), its accumulators in registers through the K loop;
-    4 K steps of 64 in flight, A (128x64) and B (64x128) tiles copied by cp.async into 128-byte swizzled
-    rows; the epilogue's accumulator tile shares their memory."""
+    4 K steps of 64 in flight, A (128x64) and B (64x128) tiles copied by TMA into 128-byte swizzled rows
+    (descriptors of A and B made on the host); the epilogue's accumulator tile shares their memory."""
     job = matmul4096_f16
     params = apply_edit(initial_params(str(job)), ScheduleEdit(2, "tensor_core", WGMMA))
     result = compile_iteration(str(job), 1, params)
@@ -288,23 +288,31 @@ def test_one_warpgroup_computes_a_128x128_block_on_wgmma(matmul4096_f16):
     mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, p, 1,  1, 0,  1;",
                       ptx)
     assert len(mmas) == 8 == ptx.count("wgmma.mma_async")
-    # a step starts once its copies landed (2 steps' groups left in flight), fenced from the generic
-    # proxy they wrote through to the async one wgmma reads through, and everyone's are in
-    step_start = "cp.async.wait_group \t2;\n\tfence.proxy.async.shared::cta;\n\tbar.sync \t0;"
-    assert ptx.count(step_start) == 1 and ptx.index(step_start) < ptx.index("wgmma.fence")
+    # four mbarriers, one per buffer; a step starts once its buffer's completed the phase of its fill
+    assert ptx.count("mbarrier.init.shared.b64") == 4
+    assert ptx.count("mbarrier.try_wait.parity.shared.b64") == 1 and \
+        ptx.index("mbarrier.try_wait.parity") < ptx.index("wgmma.fence")
+    # one thread copies a step's tiles: A's in one box, B's in two boxes of 64 columns, expecting their
+    # 32 KB on the buffer's mbarrier; 3 steps before the loop, 1 in it. No thread copies by cp.async.
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 4 * 3
+    assert ptx.count("mbarrier.arrive.expect_tx") == 4 and "cp.async.ca" not in ptx and "cp.async.cg" not in ptx
     # each step's wgmmas stay in flight until the next step's are issued; all are done before the store
     assert ptx.count("wgmma.wait_group.sync.aligned \t1;") == 1
     assert "wgmma.wait_group.sync.aligned \t0;" in ptx[ptx.rindex("wgmma.mma_async"):]
-    # a thread's 8 + 8 chunks of 16 bytes per step: 3 steps before the loop, 1 in it
-    assert ptx.count("cp.async.ca.shared.global") + ptx.count("cp.async.cg.shared.global") == 4 * 16
     # no fragment loads: wgmma reads its operands from shared memory itself
     assert "ldmatrix" not in ptx and "mma.sync" not in ptx
-    (launch,) = LaunchConfig.from_json((job / "v1" / "config.json").read_text()).launches
+    config = LaunchConfig.from_json((job / "v1" / "config.json").read_text())
+    (launch,) = config.launches
     # one warpgroup per block; 4 buffers of A and B (128 + 128 rows of 128 bytes), which the 64 KB
     # accumulator tile overlaps, from a 1024-byte aligned start (the swizzle's 8 rows of 128 bytes)
     assert (launch.grid, launch.block) == ([32, 32, 1], [128, 1, 1])
     assert launch.shared_bytes == 4 * (128 + 128) * 128
     assert ".extern .shared .align 1024 .b8 __farm_dynamic_shared[];" in ptx
+    # the kernel takes the addresses of A's and B's tensor maps, which the measure worker encodes
+    maps = {b.name: b.tensor_map for b in config.buffers if b.role == "tensor_map"}
+    assert {arg.buffer for arg in launch.args} == {*maps, "buf2"}  # the output, and A and B through their maps
+    assert [(m.buffer, m.shape, m.box, m.swizzle) for m in maps.values()] == \
+        [("arg0", [4096, 4096], [128, 64], 128), ("arg1", [4096, 4096], [64, 64], 128)]
     if shutil.which("ptxas"):
         done = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(job / "v1" / "kernels.ptx"), "-o", "/dev/null"],
                               capture_output=True, text=True)
@@ -314,20 +322,20 @@ def test_one_warpgroup_computes_a_128x128_block_on_wgmma(matmul4096_f16):
 
 
 def test_two_warpgroups_share_a_block_stacked_along_m(matmul4096_f16):
-    """v0's 128x256 blocks of two warpgroups of 64x256 (thread_tile: a warpgroup's tile): the 256 threads copy
-    A (128x64) and B (64x256, four boxes of 64 columns) together, each warpgroup multiplies its 64 rows of
-    A with all of B (one m64n256k16 per k16) and stores them at its rows of the accumulator tile."""
+    """v0's 128x256 blocks of two warpgroups of 64x256 (thread_tile: a warpgroup's tile): one thread copies
+    A (128x64) and B (64x256, four boxes of 64 columns) by TMA, each warpgroup multiplies its 64 rows of A
+    with all of B (one m64n256k16 per k16) and stores them at its rows of the accumulator tile."""
     job = matmul4096_f16
     result = compile_iteration(str(job), 2, initial_params(str(job)))
     assert result.ok, result.error
     ptx = (job / "v2" / "kernels.ptx").read_text()
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
-    # A's 1024 and B's 2048 chunks of a step over 256 threads: 4 + 8 each, 2 steps before the loop, 1 in it
-    assert ptx.count("cp.async.ca.shared.global") + ptx.count("cp.async.cg.shared.global") == 3 * 12
-    # a warpgroup refills the buffer of the step before only once both are done with it: a barrier after
-    # its wait for that step's wgmmas (without it the faster warpgroup overwrites what the other reads)
+    # A's box and B's four per step, 2 steps before the loop, 1 in it
+    assert ptx.count("cp.async.bulk.tensor.2d") == 3 * 5
+    # a buffer is refilled only once both warpgroups are done with the step before it: a barrier after
+    # the wait for that step's wgmmas (without it the faster warpgroup overwrites what the other reads)
     waited = ptx.index("wgmma.wait_group.sync.aligned \t1;")
-    assert ptx.index("bar.sync", waited) < ptx.index("cp.async.ca.shared.global", waited)
+    assert ptx.index("bar.sync", waited) < ptx.index("cp.async.bulk.tensor", waited)
     (launch,) = LaunchConfig.from_json((job / "v2" / "config.json").read_text()).launches
     # a warpgroup per y index: thread (x, y) is thread x of warpgroup y, as the accumulators' store takes it
     assert (launch.grid, launch.block, launch.shared_bytes) == ([16, 32, 1], [128, 2, 1], 3 * (128 + 256) * 128)
@@ -410,7 +418,7 @@ def test_wgmma_needs_sm_90a(jobs):
 def test_tf32_on_wgmma_reads_a_transposed_copy_of_b(jobs):
     """TF32 (a tf32 job's f32 matmul, 1024^3) on wgmma, which reads TF32 operands K-major only: a kernel of
     its own first copies B transposed (blocks of 32x8 threads through a padded 32x33 tile in shared
-    memory) into a temporary buffer, whose rows of K the wgmma kernel copies by cp.async as it does A's;
+    memory) into a temporary buffer, whose rows of K the wgmma kernel copies by TMA as it does A's;
     32 of K per step in four m64n256k8 wgmmas, each leaving at most the step's four in flight."""
     square = jobs / "matmul_square"
     params = initial_params(str(square), tf32=True)
@@ -422,15 +430,18 @@ def test_tf32_on_wgmma_reads_a_transposed_copy_of_b(jobs):
     mmas = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+, p, 1,  1;", ptx)
     assert len(mmas) == 4 == ptx.count("wgmma.mma_async")
     assert ptx.count("wgmma.wait_group.sync.aligned \t4;") == 4
-    # A's 128 and B's 256 rows of 128 bytes per step over 256 threads: 4 + 8 chunks each, 3 steps issued
-    assert ptx.count("cp.async.ca.shared.global") == 3 * 12
+    # A's 128 and B's 256 rows of 128 bytes per step: a box each, 3 steps issued
+    assert ptx.count("cp.async.bulk.tensor.2d") == 3 * 2
     config = LaunchConfig.from_json((square / "v25" / "config.json").read_text())
     transpose, matmul = config.launches
     assert (transpose.grid, transpose.block) == ([32, 32, 1], [32, 8, 1])
     assert (matmul.block, matmul.shared_bytes) == ([128, 2, 1], 3 * (128 + 256) * 128)
     (copy,) = [b for b in config.buffers if b.role == "temporary"]
     assert copy.shape == [1024, 1024] and transpose.args[-1].buffer == copy.name
-    assert copy.name in [arg.buffer for arg in matmul.args] and "arg1" not in [arg.buffer for arg in matmul.args]
+    # the wgmma kernel reads A and the copy through their tensor maps, B not at all
+    maps = {b.name: b.tensor_map for b in config.buffers if b.role == "tensor_map"}
+    assert [(m.buffer, m.box) for m in maps.values()] == [("arg0", [128, 32]), (copy.name, [256, 32])]
+    assert set(maps) <= {arg.buffer for arg in matmul.args} and not {"arg0", "arg1", copy.name} & {arg.buffer for arg in matmul.args}
 
 
 def test_tf32_on_wgmma_with_one_column_of_blocks_transposes_all_of_b(tmp_path):

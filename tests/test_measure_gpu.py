@@ -107,7 +107,8 @@ def test_the_first_kernel_from_mlir(tmp_path):
 ])
 def test_a_wgmma_kernel_computes_the_matmul(tmp_path, data, model, kernels):
     """wgmma kernels from tests/data/measure (what the compile stage makes of those schedules:
-    test_compile_tensor_core.py checks it is still), 128-byte swizzled shared rows filled by cp.async."""
+    test_compile_tensor_core.py checks it is still), 128-byte swizzled shared rows filled by TMA from the
+    tensor maps the measure worker encodes."""
     job = tmp_path / model.removesuffix(".py")
     shutil.copytree(DATA / "measure" / data, job / "v0")
     shutil.copy(DATA / "zoo" / model, job / "model.py")

@@ -18,6 +18,7 @@ from workers.measure.launch import (ConfigError, calls_device_malloc, check_conf
                                     pathological_launches)
 from workers.measure.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
+from workers.measure.tensor_map import tiled_arguments
 from workers.measure.timing import LAUNCH_HEADSTART_CYCLES, summarize, time_gpu
 from workers.records import KernelArg, LaunchConfig, MeasureResult, Timing
 
@@ -75,6 +76,44 @@ def test_unknown_buffer_and_bad_constants_are_config_errors():
         edit(config.launches[0])
         with pytest.raises(ConfigError):
             check_config(config)
+
+
+WGMMA_DATA = DATA / "measure" / "matmul_f16_wgmma_v0"
+
+
+def wgmma_config() -> LaunchConfig:
+    """The GPU test's wgmma kernel: it reads A and B through tensor maps (map3, map4) of arg0 and arg1."""
+    return LaunchConfig.from_json((WGMMA_DATA / "config.json").read_text())
+
+
+def test_a_tensor_map_becomes_the_drivers_arguments_innermost_first():
+    (a_map, b_map) = [b.tensor_map for b in wgmma_config().buffers if b.role == "tensor_map"]
+    args = tiled_arguments(a_map, 0x7F0000000000)
+    # A (256x512 f16): 512 contiguous elements per row of 1024 bytes, boxes of 64 x 128 rows, 128-byte swizzle
+    assert (args.dims, args.strides_bytes, args.box) == ([512, 256], [1024], [64, 128])
+    assert (args.data_type, args.swizzle, args.l2_promotion, args.address) == (6, 3, 0, 0x7F0000000000)
+    b_map.offset = 64 * 256  # a view of B (512x256) from row 64: the map starts there
+    assert tiled_arguments(b_map, 0x7F0000000000).address == 0x7F0000000000 + 2 * 64 * 256
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda m: setattr(m, "offset", 3), "multiples of 16 bytes"),
+    (lambda m: setattr(m, "box", [128, 128]), "exceeds its 128-byte swizzle"),
+    (lambda m: setattr(m, "box", [512, 64]), "a box of 1 to 256 elements"),
+    (lambda m: setattr(m, "strides", [512, 2]), "the innermost contiguous"),
+])
+def test_a_tensor_map_tma_cannot_take_is_a_config_error(edit, problem):
+    config = wgmma_config()
+    edit(next(b.tensor_map for b in config.buffers if b.role == "tensor_map"))
+    with pytest.raises(ConfigError, match=problem):
+        check_config(config)
+
+
+def test_a_tensor_map_must_describe_a_buffer_listed_before_it():
+    config = wgmma_config()
+    config.buffers.insert(0, config.buffers.pop(next(i for i, b in enumerate(config.buffers) if b.role == "tensor_map")))
+    with pytest.raises(ConfigError, match="describes no buffer listed before it"):
+        check_config(config)
 
 
 def test_a_kernel_that_calls_device_malloc_is_recognised():

@@ -209,15 +209,35 @@ class ScheduleEdit(JsonRecord):
 
 
 @dataclass
+class TensorMap(JsonRecord):
+    """A TMA descriptor (CUtensorMap) of a buffer, for kernels that copy its tiles by cp.async.bulk.tensor:
+    the buffer's view (shape, strides and offset in elements, outermost dimension first) and the box one
+    copy moves, its rows swizzled in `swizzle` bytes (0: not swizzled)."""
+
+    buffer: str
+    dtype: str
+    shape: list[int]
+    strides: list[int]
+    offset: int
+    box: list[int]
+    swizzle: int
+    l2_promotion: int = 0  # bytes of L2 promotion (0: none)
+
+
+TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap): what a tensor map's buffer holds
+
+
+@dataclass
 class BufferSpec(JsonRecord):
     """A device buffer the launches use."""
 
     name: str
-    role: str  # "input" | "weight" | "constant" | "temporary" | "output"
+    role: str  # "input" | "weight" | "constant" | "temporary" | "output" | "tensor_map"
     dtype: str
     shape: list[int]
-    source: str  # "input:<i>", "weight:<state_dict name>", "constant", "alloc"
+    source: str  # "input:<i>", "weight:<state_dict name>", "constant", "alloc", "tensor_map"
     values: list[float] | None = None  # only for small "constant" buffers
+    tensor_map: TensorMap | None = None  # only for "tensor_map" buffers: what the measure worker encodes
 
 
 @dataclass

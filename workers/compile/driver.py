@@ -110,6 +110,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
         mlir.align_kernel_pointers(module)
+        mlir.tensor_maps_as_pointers(module)
         mlir.limit_registers(module, {name: kernel.min_blocks_per_sm for name, kernel in by_name.items()})
         if pipeline.fp_contract:
             mlir.allow_fp_contraction(module)

@@ -8,19 +8,26 @@ iteration fails at this stage and is never replayed from Python.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
 from workers.compile import mlir
-from workers.records import BufferSpec, KernelArg, KernelLaunch, ModelInfo, OutputSpec
+from workers.records import TENSOR_MAP_BYTES, BufferSpec, KernelArg, KernelLaunch, ModelInfo, OutputSpec, TensorMap
 
 ir = mlir.ir
 
 VIEW_OPS = ("memref.expand_shape", "memref.collapse_shape", "memref.cast", "memref.subview",
             "memref.reinterpret_cast")
+TENSOR_MAP_OP = "nvgpu.tma.create.descriptor"
 ALLOWED_HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "gpu.launch_func",
-                    "func.return", *VIEW_OPS)
+                    "func.return", TENSOR_MAP_OP, *VIEW_OPS)
 MAX_CONSTANT_ELEMENTS = 1 << 16  # constants travel inline in config.json
+# what a !nvgpu.tensormap.descriptor type says beyond its box (the bindings give no accessors)
+_TENSOR_MAP_TYPE = re.compile(r"tensor = memref<(?P<box>[\dx]+)x\w+, 3>, swizzle = (?P<swizzle>\w+), "
+                              r"l2promo = (?P<l2promo>\w+), oob = zero, interleave = none>")
+_SWIZZLE_BYTES = {"none": 0, "swizzle_32b": 32, "swizzle_64b": 64, "swizzle_128b": 128}
+_L2_PROMOTION_BYTES = {"none": 0, "l2promo_64b": 64, "l2promo_128b": 128, "l2promo_256b": 256}
 
 
 class HostComputeError(Exception):
@@ -94,6 +101,10 @@ class LaunchSequence:
             self._add_buffer(op.results[0], f"buf{len(self.buffers)}", "temporary", "alloc")
         elif name == "memref.get_global":
             self._add_global(op)
+        elif name == TENSOR_MAP_OP:
+            self._add_tensor_map(op)
+        elif name == "memref.cast" and isinstance(op.results[0].type, ir.UnrankedMemRefType):
+            self._views[op.results[0]] = self._views[op.operands[0]]  # a tensor map's operand
         elif name in VIEW_OPS:
             # a view keeps its source's aligned pointer; with the bare-pointer ABI the kernel applies
             # the view's static offset and strides (from its type) itself
@@ -116,6 +127,26 @@ class LaunchSequence:
         values = np.broadcast_to(data, shape).reshape(-1).tolist()  # splats broadcast
         self._add_buffer(op.results[0], f"const{len(self.buffers)}", "constant", "constant", values)
 
+    def _add_tensor_map(self, op) -> None:
+        """A buffer of the CUtensorMap that the measure worker encodes for the (ranked) view cast to the op's
+        unranked operand, as the op's type describes it."""
+        cast = op.operands[0].owner
+        view = cast.operands[0].type if cast.name == "memref.cast" else None
+        described = _TENSOR_MAP_TYPE.search(str(op.results[0].type))
+        if view is None or not view.has_static_shape or _dynamic_layout(view) or described is None:
+            raise HostComputeError(f"a tensor map of {op.operands[0].type} as {op.results[0].type}: only static "
+                                   "views of a buffer, with zeros out of bounds and no interleave, are encoded")
+        strides, offset = view.get_strides_and_offset()
+        spec = TensorMap(buffer=self._views[op.operands[0]], dtype=dtype_name(view.element_type),
+                         shape=list(view.shape), strides=list(strides), offset=offset,
+                         box=[int(size) for size in described["box"].split("x")],
+                         swizzle=_SWIZZLE_BYTES[described["swizzle"]],
+                         l2_promotion=_L2_PROMOTION_BYTES[described["l2promo"]])
+        name = f"map{len(self.buffers)}"
+        self.buffers.append(BufferSpec(name=name, role="tensor_map", dtype="i8", shape=[TENSOR_MAP_BYTES],
+                                       source="tensor_map", tensor_map=spec))
+        self._views[op.results[0]] = name
+
     def _scalar(self, value) -> KernelArg:
         if value not in self._constants:
             raise HostComputeError("a kernel scalar argument is computed on the host")
@@ -129,6 +160,8 @@ class LaunchSequence:
         for v in launch.kernelOperands:
             if isinstance(v.type, ir.MemRefType):
                 args.append(KernelArg(kind="buffer", dtype=dtype_name(v.type.element_type), buffer=self._views[v]))
+            elif is_tensor_map(v):  # the kernel takes the tensor map's address
+                args.append(KernelArg(kind="buffer", dtype="i8", buffer=self._views[v]))
             else:
                 args.append(self._scalar(v))
         shared = launch.dynamicSharedMemorySize
@@ -150,6 +183,11 @@ class LaunchSequence:
             spec = next(b for b in self.buffers if b.name == buffer)
             if spec.role == "temporary":
                 spec.role = "output"
+
+
+def is_tensor_map(value) -> bool:
+    """Whether `value` is a TMA descriptor that the host makes (nvgpu.tma.create.descriptor)."""
+    return not isinstance(value.owner, ir.Block) and value.owner.name == TENSOR_MAP_OP
 
 
 def _kernel_name(launch) -> str:

@@ -10,6 +10,7 @@ import math
 from typing import Callable, Iterator
 
 from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401  (re-exported)
+from numba_cuda_mlir._mlir.dialects import builtin as builtin_dialect
 from numba_cuda_mlir._mlir.dialects import arith as arith_dialect
 from numba_cuda_mlir._mlir.dialects import gpu as gpu_dialect
 from numba_cuda_mlir._mlir.dialects import linalg as linalg_dialect
@@ -1008,3 +1009,36 @@ def align_kernel_pointers(module: ir.Module) -> None:
                 entries["llvm.align"] = align["llvm.align"]
             attrs.append(ir.DictAttr.get(entries))
         func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+TENSOR_MAP_TYPE = "!nvgpu.tensormap.descriptor"
+
+
+def tensor_maps_as_pointers(module: ir.Module) -> None:
+    """Pass each kernel's TMA descriptors as !llvm.ptr (the address of the CUtensorMap in device memory):
+    convert-nvgpu-to-nvvm lowers the ops that use a descriptor, not a gpu.func argument of its type, which
+    convert-gpu-to-nvvm then cannot legalize. Each such argument becomes a pointer cast back to the
+    descriptor for its users (the casts fold away once they are lowered), and so does each launch's
+    operand on the host."""
+    pointer = ir.Type.parse("!llvm.ptr")
+
+    def cast(value: ir.Value, to: ir.Type) -> ir.Value:
+        return builtin_dialect.UnrealizedConversionCastOp([to], [value]).results[0]
+
+    for func in _kernel_ops(module, "gpu.func"):
+        entry = func.regions[0].blocks[0]
+        for argument in entry.arguments:
+            if str(argument.type).startswith(TENSOR_MAP_TYPE):
+                descriptor = argument.type
+                argument.set_type(pointer)
+                with ir.InsertionPoint.at_block_begin(entry), func.location:
+                    typed = cast(argument, descriptor)
+                argument.replace_all_uses_except(typed, typed.owner.operation)
+        function = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        func.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get([a.type for a in entry.arguments], function.results))
+    for launch in ops_named(main_func(module), "gpu.launch_func"):
+        for i, operand in enumerate(launch.operands):
+            if str(operand.type).startswith(TENSOR_MAP_TYPE):
+                with ir.InsertionPoint(launch), launch.location:
+                    launch.operands[i] = cast(operand, pointer)

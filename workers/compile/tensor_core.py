@@ -210,7 +210,7 @@ def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int)
         raise ValueError(f"a wgmma K step of {operand} is {k_step} elements (one 128-byte swizzled row), which must "
                          f"divide K={k}: reduction_tile {k_step}, not {s.reduction_tile}")
     if not s.promote_shared or s.pipeline_depth < 2 or s.copies_ahead:
-        raise ValueError("wgmma reads its operands from shared memory filled by cp.async: promote_shared with "
+        raise ValueError("wgmma reads its operands from shared memory filled by TMA: promote_shared with "
                          "pipeline_depth 2 or more, without copies_ahead")
     if k // k_step < s.pipeline_depth:
         raise ValueError(f"pipeline_depth {s.pipeline_depth} needs at least that many K steps, K={k} has "

@@ -1,35 +1,34 @@
-"""A block's linalg.matmul computed by warpgroups with wgmma (sm_90a), staged through shared memory.
+"""A block's linalg.matmul computed by warpgroups with wgmma (sm_90a), its tiles copied by TMA.
 
 The Transform schedule leaves a wgmma kernel's matmul whole at block level and marks it
 (tensor_core.WGMMA = K steps in flight, WGMMA_ROWS = a warpgroup's rows): block tile of A (m x K) and B
 (K x n) in global memory, the accumulator tile C (m x n f32: the epilogue's tile in shared memory, or
 the output itself). No Transform op of MLIR rewrites a matmul into nvgpu.warpgroup.mma, so
-`warpgroup_matmuls` replaces each marked op by the K loop of KLoop (MLIR text, instantiated at the op):
-all threads copy each K step's A tile and B's (16-bit: column boxes of 64; TF32: rows of K of B's
-transposed copy, which a kernel of its own makes first) by cp.async into shared memory in 128-byte rows
-whose 16-byte chunks are XOR-swizzled by row
-(the layout wgmma reads with 128-byte swizzling: 8 rows of a chunk column in 8 bank groups), d steps in
-flight in d buffers; per step, each warpgroup (threads (x, y): warpgroup y) multiplies its rows of A with
-B by nvgpu.warpgroup.mma, its accumulators carried in registers through the loop and stored to its rows
-of C after it. An epilogue's accumulator tile is dead during the loop: it shares memory with the buffers
-(mlir.OVERLAPS_STAGED). The descriptors' tensor-map operand only carries the swizzle kind and box in its
-type, all that convert-nvgpu-to-nvvm reads of it (no TMA here).
+`warpgroup_matmuls` replaces each marked op by the K loop of KLoop (MLIR text, instantiated at the op)
+and puts TMA descriptors of A and B (nvgpu.tma.create.descriptor) on the host before the launch: the
+compile stage records them in config.json, the measure worker encodes them (cuTensorMapEncodeTiled).
+One thread copies each K step's A tile and B's (16-bit: column boxes of 64; TF32: rows of K of B's
+transposed copy, which a kernel of its own makes first) by TMA into shared memory in 128-byte rows,
+swizzled as wgmma reads them, completing on the buffer's mbarrier; d steps in flight in d buffers. Per
+step, each warpgroup (threads (x, y): warpgroup y) waits for its buffer's mbarrier and multiplies its
+rows of A with B by nvgpu.warpgroup.mma, its accumulators carried in registers through the loop and
+stored to its rows of C after it. An epilogue's accumulator tile is dead during the loop: it shares
+memory with the buffers (mlir.OVERLAPS_STAGED). The wgmma descriptors' tensor-map operand is typed only
+(a cast of 0): convert-nvgpu-to-nvvm reads just the swizzle and box of its type.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from workers.compile import mlir
-from workers.compile.mlir import ir
-from numba_cuda_mlir._mlir.dialects import memref as memref_dialect
+from workers.compile.mlir import ir, arith_dialect
 from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS
 from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_ROW_BYTES, wgmma_k_step
 
-CHUNK_BYTES = 16  # one cp.async, and the unit the 128-byte swizzle permutes
-SWIZZLE_CHUNKS = WGMMA_ROW_BYTES // CHUNK_BYTES  # 8 chunks per row, row r's chunk c at c ^ (r % 8)
 SWIZZLE_ALIGNMENT = 1024  # a swizzled tile starts at a multiple of 8 rows of 128 bytes
 SMEM = mlir.WORKGROUP
 TF32_K = 8  # K of one TF32 wgmma
+WAIT_TICKS = 10_000_000  # an mbarrier wait's suspend-time hint (ns), as MLIR's sm90 tests give it
 TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # the transpose kernel's tile of B, and its block's rows of threads
 
 
@@ -37,13 +36,11 @@ TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # the transpose kernel's tile of B, and 
 class KLoop:
     """The MLIR text of a wgmma kernel's K loop for C (m x n) = A (m x k) B (k x n), `stages` K steps in
     flight, m / warpgroup_rows warpgroups, warpgroup y on the rows from y * warpgroup_rows (of C: a view
-    typed c_rows_type). 16-bit operands: B (k x n) copied into column boxes of 64 K rows, read by wgmma
+    typed c_rows_type). 16-bit operands: B (k x n) copied in column boxes of 64 K rows, read by wgmma
     N-major (transposeB), one nvgpu.warpgroup.mma per step. f32 operands (TF32, which wgmma reads K-major
     only): B given transposed (n x k), copied as A is, one nvgpu.warpgroup.mma per 8 of K (nvgpu's
     lowering would step B's descriptor through K as N-major rows)."""
 
-    a_type: str
-    b_type: str
     c_type: str
     c_rows_type: str
     m: int
@@ -56,10 +53,8 @@ class KLoop:
     def __post_init__(self):
         self.constants: set[int] = set()
         self.tf32 = self.element == "f32"
-        self.chunk = CHUNK_BYTES // ELEMENT_BYTES[self.element]  # elements per cp.async
         self.k_step = wgmma_k_step(self.element)  # elements per swizzled row
         self.warpgroups = self.m // self.warpgroup_rows
-        self.threads = WARPGROUP_THREADS * self.warpgroups
         self.steps = self.k // self.k_step
         self.a_bytes, self.b_bytes = self.m * WGMMA_ROW_BYTES, self.n * WGMMA_ROW_BYTES
         self.buffers = f"memref<{self.stages * (self.a_bytes + self.b_bytes)}xi8, {SMEM}>"
@@ -67,6 +62,7 @@ class KLoop:
         # B's tile as the copies write it: n / 64 boxes of K rows (16-bit), or n rows of K (f32)
         self.b_rows = self._tile(self.n, self.k_step) if self.tf32 else self._tile(self.n, WGMMA_BOX)
         self.acc = f"!nvgpu.warpgroup.accumulator<fragmented = vector<{self.warpgroup_rows}x{self.n}xf32>>"
+        self.bars = f"!nvgpu.mbarrier.group<memorySpace = {SMEM}, num_barriers = {self.stages}>"
 
     def c(self, value: int) -> str:
         """The SSA name of an index constant (declared at the top of the loop's text)."""
@@ -89,47 +85,25 @@ class KLoop:
                 "%stage_b_off = arith.addi %stage_off, %c_a_bytes : index",
                 self._view("%stage_b", "%stage_b_off", self.b_rows)]
 
-    def _swizzled(self, j: str, row: str, chunk: str) -> list[str]:
-        """{j}_tile_col: the first element of chunk `chunk` (of 8) of swizzled row `row`."""
-        return [f"{j}_phase = arith.remui {row}, {self.c(SWIZZLE_CHUNKS)} : index",
-                f"{j}_swizzled = arith.xori {chunk}, {j}_phase : index",
-                f"{j}_tile_col = arith.muli {j}_swizzled, {self.c(self.chunk)} : index"]
-
-    def _copies(self, name: str, rows: int, row_chunks: int, source: str, source_type: str, tile_type: str,
-                tile_row, source_index) -> list[str]:
-        """cp.async of a (rows x row_chunks chunks) tile of `source`: chunk j = q * threads + tid at (row,
-        chunk) = divmod(j, row_chunks), read at source_index(j), written to %stage_{name} at (tile_row(j),
-        its chunk in the box swizzled)."""
-        out = []
-        for q in range(rows * row_chunks // self.threads):
-            j = f"%{name}{q}"
-            out += [f"{j} = arith.addi %tid, {self.c(q * self.threads)} : index",
-                    f"{j}_row = arith.divui {j}, {self.c(row_chunks)} : index",
-                    f"{j}_chunk = arith.remui {j}, {self.c(row_chunks)} : index",
-                    f"{j}_col = arith.muli {j}_chunk, {self.c(self.chunk)} : index",
-                    f"{j}_in_box = arith.remui {j}_chunk, {self.c(SWIZZLE_CHUNKS)} : index",
-                    *tile_row(j), *self._swizzled(j, f"{j}_row", f"{j}_in_box"), *source_index(j),
-                    f"%t_{name}{q} = nvgpu.device_async_copy {source}[{j}_src_row, {j}_src_col], "
-                    f"%stage_{name}[{j}_tile_row, {j}_tile_col], {self.chunk} : {source_type} to {tile_type}"]
-        return out
-
-    def _copy_k_rows(self, name: str, rows: int, source: str, source_type: str, tile_type: str) -> list[str]:
-        """A tile whose rows run along K (A's; TF32's B, transposed in memory): row for row."""
-        return self._copies(name, rows, SWIZZLE_CHUNKS, source, source_type, tile_type,
-                            lambda j: [f"{j}_tile_row = arith.addi {j}_row, {self.c(0)} : index"],
-                            lambda j: [f"{j}_src_row = arith.addi {j}_row, {self.c(0)} : index",
-                                       f"{j}_src_col = arith.addi %k0, {j}_col : index"])
-
-    def _copy_b(self) -> list[str]:
+    def _loads(self) -> list[str]:
+        """The leader thread's TMA copies of the tiles of K step %k0 into buffer %stage (A's m x k rows; B's
+        boxes of K rows x 64 columns, or TF32's n rows of K of B's transposed copy), which complete the
+        transaction count its mbarrier expects: the stage's bytes. TMA writes each box's 128-byte rows
+        swizzled as wgmma reads them."""
+        out = [f"nvgpu.mbarrier.arrive.expect_tx %bars[%stage], %c_stage_bytes : {self.bars}",
+               f"nvgpu.tma.async.load %TA[%k0, %a_row], %bars[%stage] to %stage_a : {self._tensor_map(self.m)}, "
+               f"{self.bars} -> {self.a_tile}"]
         if self.tf32:
-            return self._copy_k_rows("b", self.n, "%B", self.b_type, self.b_rows)
-        # 16-bit B's rows are K: chunk c of K row r goes to box c / 8, that box's row r
-        return self._copies("b", self.k_step, self.n // self.chunk, "%B", self.b_type, self.b_rows,
-                            lambda j: [f"{j}_box = arith.divui {j}_chunk, {self.c(SWIZZLE_CHUNKS)} : index",
-                                       f"{j}_box_row = arith.muli {j}_box, {self.c(self.k_step)} : index",
-                                       f"{j}_tile_row = arith.addi {j}_box_row, {j}_row : index"],
-                            lambda j: [f"{j}_src_row = arith.addi %k0, {j}_row : index",
-                                       f"{j}_src_col = arith.addi {j}_col, {self.c(0)} : index"])
+            return out + [f"nvgpu.tma.async.load %TB[%k0, %b_col], %bars[%stage] to %stage_b : "
+                          f"{self._tensor_map(self.n)}, {self.bars} -> {self.b_rows}"]
+        box = self._tile(self.k_step, WGMMA_BOX)
+        for i in range(self.n // WGMMA_BOX):
+            out += [f"%box{i}_off = arith.addi %stage_b_off, {self.c(i * self.k_step * WGMMA_ROW_BYTES)} : index",
+                    self._view(f"%box{i}", f"%box{i}_off", box),
+                    f"%box{i}_col = arith.addi %b_col, {self.c(i * WGMMA_BOX)} : index",
+                    f"nvgpu.tma.async.load %TB[%box{i}_col, %k0], %bars[%stage] to %box{i} : "
+                    f"{self._tensor_map(self.k_step)}, {self.bars} -> {box}"]
+        return out
 
     def _mma(self) -> tuple[list[str], str]:
         """The step's wgmmas on buffer %read (one per 8 of K for TF32), each leaving at most the step's
@@ -163,54 +137,66 @@ class KLoop:
         return out, acc
 
     def text(self) -> str:
-        """A func whose body is the K loop (A, B, C: the matmul's operands)."""
+        """A func whose body is the K loop (C: the matmul's output; TA, TB: TMA descriptors of A and of B
+        or its transposed copy; a_row, b_col: the block's first row of A and column of B)."""
         s = self
 
         def fill(step: str) -> list[str]:
-            """Step `step`'s A and B tiles into its buffer, by cp.async."""
+            """Step `step`'s A and B tiles into its buffer, by the leader's TMA copies."""
             return [f"%stage = arith.remui {step}, {s.c(s.stages)} : index", *s._stage("%stage"),
-                    f"%k0 = arith.muli {step}, {s.c(s.k_step)} : index",
-                    *s._copy_k_rows("a", s.m, "%A", s.a_type, s.a_tile), *s._copy_b()]
+                    f"%k0 = arith.muli {step}, {s.c(s.k_step)} : index", *s._loads()]
 
         def region(lines: list[str]) -> list[str]:
             # each step's SSA names in a region of their own: scf.execute_region keeps them apart
             return ["scf.execute_region {", *("  " + line for line in lines), "  scf.yield", "}"]
 
+        def indented(lines: list[str]) -> list[str]:
+            return ["  " + line for line in lines]
+
         body = [f"%c_stage_bytes = arith.constant {s.a_bytes + s.b_bytes} : index",
                 f"%c_a_bytes = arith.constant {s.a_bytes} : index",
                 f"%buffers = memref.alloc() {{alignment = {SWIZZLE_ALIGNMENT} : i64}} : {s.buffers}",
+                f"%bars = nvgpu.mbarrier.create -> {s.bars}",
                 # the block is (128, warpgroups): thread (x, y) is thread x of warpgroup y
                 "%lane_in_group = gpu.thread_id x",
                 "%warpgroup = gpu.thread_id y",
                 f"%warpgroup_first = arith.muli %warpgroup, {s.c(WARPGROUP_THREADS)} : index",
                 "%tid = arith.addi %warpgroup_first, %lane_in_group : index",
+                f"%leader = arith.cmpi eq, %tid, {s.c(0)} : index",
                 f"%warpgroup_a_off = arith.muli %warpgroup, {s.c(s.warpgroup_rows * WGMMA_ROW_BYTES)} : index",
                 "%no_map = arith.constant 0 : i64",
                 f"%map_a = builtin.unrealized_conversion_cast %no_map : i64 to {s._tensor_map(s.warpgroup_rows)}",
                 f"%map_b = builtin.unrealized_conversion_cast %no_map : i64 to "
-                f"{s._tensor_map(s.n if s.tf32 else s.k_step)}"]
+                f"{s._tensor_map(s.n if s.tf32 else s.k_step)}",
+                "scf.if %leader {",
+                *indented([f"nvgpu.mbarrier.init %bars[{s.c(stage)}], {s.c(1)} : {s.bars}" for stage in range(s.stages)]),
+                f"  nvgpu.tma.prefetch.descriptor %TA : {s._tensor_map(s.m)}",
+                f"  nvgpu.tma.prefetch.descriptor %TB : {s._tensor_map(s.n if s.tf32 else s.k_step)}",
+                "}",
+                "gpu.barrier",  # the mbarriers are initialized before anyone waits on them
+                "scf.if %leader {"]
         for step in range(s.stages - 1):
-            body += region([f"%step = arith.constant {step} : index", *fill("%step"), "nvvm.cp.async.commit.group"])
+            body += indented(region([f"%step = arith.constant {step} : index", *fill("%step")]))
+        body.append("}")
         mma, acc = s._mma()
-        loop = [f"%ahead = arith.addi %i, {s.c(s.stages - 1)} : index",
-                f"nvvm.cp.async.wait.group {s.stages - 2}",
-                 # the copies wrote through the generic proxy, wgmma reads through the async one
-                 "nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}",
-                 "gpu.barrier",
-                 f"%read = arith.remui %i, {s.c(s.stages)} : index",
-                 *mma]
-        if s.warpgroups > 1:
-            # every warpgroup's wgmmas of the step before are done: the buffer refilled below is theirs too
-            loop.append("gpu.barrier")
-        loop += [f"%more = arith.cmpi ult, %ahead, {s.c(s.steps)} : index",
-                 "scf.if %more {", *("  " + line for line in fill("%ahead")), "}",
-                 "nvvm.cp.async.commit.group",
-                 f"scf.yield {acc} : {s.acc}"]
+        loop = [f"%read = arith.remui %i, {s.c(s.stages)} : index",
+                # the buffer's mbarrier completes a phase per fill: step i waits for the end of phase i / d
+                f"%round = arith.divui %i, {s.c(s.stages)} : index",
+                f"%round_odd = arith.remui %round, {s.c(2)} : index",
+                f"%phase = arith.cmpi ne, %round_odd, {s.c(0)} : index",
+                f"nvgpu.mbarrier.try_wait.parity %bars[%read], %phase, {s.c(WAIT_TICKS)} : {s.bars}",
+                *mma,
+                # every warpgroup's wgmmas of the step before are done: the buffer refilled below is theirs
+                "gpu.barrier",
+                f"%ahead = arith.addi %i, {s.c(s.stages - 1)} : index",
+                f"%more = arith.cmpi ult, %ahead, {s.c(s.steps)} : index",
+                "%refill = arith.andi %more, %leader : i1",
+                "scf.if %refill {", *indented(fill("%ahead")), "}",
+                f"scf.yield {acc} : {s.acc}"]
         body += [f"%acc0 = nvgpu.warpgroup.mma.init.accumulator -> {s.acc}",
                  f"%acc = scf.for %i = {s.c(0)} to {s.c(s.steps)} step {s.c(1)} iter_args(%carried = %acc0) "
-                 f"-> ({s.acc}) {{", *("  " + line for line in loop), "}",
+                 f"-> ({s.acc}) {{", *indented(loop), "}",
                  "nvvm.wgmma.wait.group.sync.aligned 0",
-                 "nvvm.cp.async.wait.group 0",
                  "gpu.barrier",
                  f"%warpgroup_row = arith.muli %warpgroup, {s.c(s.warpgroup_rows)} : index",
                  f"%c_rows = memref.subview %C[%warpgroup_row, 0] [{s.warpgroup_rows}, {s.n}] [1, 1] : {s.c_type} "
@@ -219,7 +205,8 @@ class KLoop:
                  # the epilogue's threads read what other threads stored
                  "gpu.barrier"]
         constants = [f"%c{value} = arith.constant {value} : index" for value in sorted(s.constants)]
-        return "\n".join([f"func.func @k_loop(%A: {s.a_type}, %B: {s.b_type}, %C: {s.c_type}) {{",
+        return "\n".join([f"func.func @k_loop(%C: {s.c_type}, %TA: {s._tensor_map(s.m)}, "
+                          f"%TB: {s._tensor_map(s.n if s.tf32 else s.k_step)}, %a_row: index, %b_col: index) {{",
                           *("  " + line for line in constants + body), "  return", "}"])
 
 
@@ -231,9 +218,10 @@ def _rows_view_type(tile: ir.MemRefType, rows: int) -> str:
 
 
 def warpgroup_matmuls(module: ir.Module) -> list[int]:
-    """Replace each linalg.matmul marked WGMMA (inside its gpu.launch, before outlining) by its K loop. A
-    TF32 matmul's B is transposed first by a launch of its own; returns, for each such launch, the
-    position among the launches (before it was added) of the kernel it precedes."""
+    """Replace each linalg.matmul marked WGMMA (inside its gpu.launch, before outlining) by its K loop, and
+    put the TMA descriptors of its operands on the host before the launch. A TF32 matmul's B is transposed
+    first by a launch of its own; returns, for each such launch, the position among the launches (before
+    it was added) of the kernel it precedes."""
     transposes = []
     for matmul in mlir.ops_named(module.operation, "linalg.matmul"):
         if WGMMA not in matmul.attributes:
@@ -243,17 +231,56 @@ def warpgroup_matmuls(module: ir.Module) -> list[int]:
             _share_accumulator_tile(matmul, c)
         a_type, c_type = ir.MemRefType(a.type), ir.MemRefType(c.type)
         (m, k), n = a_type.shape, c_type.shape[1]
-        if a_type.element_type == ir.F32Type.get():
-            launch = mlir.enclosing(matmul.operation, "gpu.launch")
+        element = str(a_type.element_type)
+        launch = mlir.enclosing(matmul.operation, "gpu.launch")
+        (a_source, (a_row, a_column)), (b_source, (b_row, b_column)) = _block_view(a), _block_view(b)
+        if a_column != 0 or b_row != 0:
+            raise mlir.MlirError("a wgmma kernel's block reads its operands' K from the start")
+        if element == "f32":  # B's transposed copy instead, whose rows are B's columns
             launches = [op.operation for op in mlir.ops_named(module.operation, "gpu.launch")]
             transposes.append(launches.index(launch) - len(transposes))
-            b = _transposed(b, launch, matmul)
+            b_source = _transposed(b_source, launch)
         stages, warpgroup_rows = (ir.IntegerAttr(matmul.attributes[mark]).value for mark in (WGMMA, WGMMA_ROWS))
-        text = KLoop(str(a_type), str(b.type), str(c_type), _rows_view_type(c_type, warpgroup_rows), m, n, k, stages,
-                     warpgroup_rows, str(a_type.element_type)).text()
-        _instantiate(text, "the wgmma K loop", (a, b, c), matmul)
+        loop = KLoop(str(c_type), _rows_view_type(c_type, warpgroup_rows), m, n, k, stages, warpgroup_rows, element)
+        maps = [_tensor_map(source, type_text, launch) for source, type_text in
+                ((a_source, loop._tensor_map(m)), (b_source, loop._tensor_map(n if element == "f32" else loop.k_step)))]
+        with ir.InsertionPoint(matmul), matmul.location:
+            coordinates = [offset if isinstance(offset, ir.Value) else arith_dialect.ConstantOp(index, offset).result
+                           for index in (ir.IndexType.get(),) for offset in (a_row, b_column)]
+        _instantiate(loop.text(), "the wgmma K loop", (c, *maps, *coordinates), matmul)
         matmul.erase()
     return transposes
+
+
+def _block_view(operand: ir.Value) -> tuple[ir.Value, list]:
+    """A block's operand tile as a view of a buffer of the host: that buffer and the view's offsets (ints,
+    or the block's values where dynamic)."""
+    view = operand.owner
+    if isinstance(view, ir.Block) or view.name != "memref.subview":  # the operand whole (a grid of one block)
+        source, offsets = operand, [0, 0]
+    else:
+        dynamic = iter(view.operands[1:])
+        source = view.operands[0]
+        offsets = [next(dynamic) if offset == ir.ShapedType.get_dynamic_stride_or_offset() else offset
+                   for offset in ir.DenseI64ArrayAttr(view.attributes["static_offsets"])]
+    if mlir.enclosing(_defining_op(source), "gpu.launch") is not None:
+        raise mlir.MlirError("a wgmma kernel reads its operands from buffers of the host")
+    return source, offsets
+
+
+def _tensor_map(source: ir.Value, map_type: str, launch) -> ir.Value:
+    """A TMA descriptor of `source` (a buffer of the host, read whole) typed `map_type`, made on the host
+    before `launch`."""
+    source_type = ir.MemRefType(source.type)
+    rows, columns = (int(size) for size in map_type.split("memref<")[1].split("x")[:2])
+    unranked = f"memref<*x{source_type.element_type}>"
+    text = "\n".join([f"func.func @tensor_map(%source: {source_type}) {{",
+                      f"  %rows = arith.constant {rows} : index",
+                      f"  %columns = arith.constant {columns} : index",
+                      f"  %unranked = memref.cast %source : {source_type} to {unranked}",
+                      f"  %map = nvgpu.tma.create.descriptor %unranked box[%rows, %columns] : {unranked} -> {map_type}",
+                      "  return", "}"])
+    return _instantiate(text, "a TMA descriptor", (source,), launch)[-1].results[0]
 
 
 def _defining_op(value: ir.Value):
@@ -275,31 +302,14 @@ def _instantiate(text: str, what: str, arguments: tuple, before) -> list:
     return placed
 
 
-def _transposed(b: ir.Value, launch, matmul) -> ir.Value:
-    """B's block tile (a view of B's columns) read from a transposed copy of B instead (n x K: rows of
-    K, as wgmma reads TF32), which a launch before `launch` makes in a new buffer."""
-    view = b.owner
-    if isinstance(view, ir.Block) or view.name != "memref.subview":  # B whole: a grid of one column of blocks
-        source, (row, column), offsets = b, (0, 0), []
-    else:
-        source, (row, column), offsets = view.operands[0], ir.DenseI64ArrayAttr(view.attributes["static_offsets"]), \
-            list(view.operands[1:])
-    if mlir.enclosing(_defining_op(source), "gpu.launch") is not None or row != 0:
-        raise mlir.MlirError("a TF32 wgmma kernel reads B through a view of a buffer of the host from its first row")
-    k, n_total = ir.MemRefType(source.type).shape
-    if k % TRANSPOSE_TILE or n_total % TRANSPOSE_TILE:
-        raise mlir.MlirError(f"B's transpose takes tiles of {TRANSPOSE_TILE}: B is {k}x{n_total}")
-    placed = _instantiate(_transpose_text(str(source.type), k, n_total), "B's transpose", (source,), launch)
-    copy = next(op for op in placed if op.name == "memref.alloc")
-    # the view's first column (a block's, dynamic: its one offset operand) is the copy's first row
-    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    offset = dynamic if column == dynamic else column * k
-    n = ir.MemRefType(b.type).shape[1]
-    rows_type = ir.MemRefType.get([n, k], ir.F32Type.get(), ir.StridedLayoutAttr.get(offset, [k, 1]))
-    with ir.InsertionPoint(matmul), matmul.location:
-        rows = memref_dialect.SubViewOp(rows_type, copy.results[0], offsets, [], [], [column, 0],
-                                        [n, k], [1, 1])
-    return rows.result
+def _transposed(source: ir.Value, launch) -> ir.Value:
+    """A new buffer of the host that a launch before `launch` fills with B^T (n x K: rows of K, as wgmma
+    reads TF32) of B, the host buffer `source`."""
+    k, n = ir.MemRefType(source.type).shape
+    if k % TRANSPOSE_TILE or n % TRANSPOSE_TILE:
+        raise mlir.MlirError(f"B's transpose takes tiles of {TRANSPOSE_TILE}: B is {k}x{n}")
+    placed = _instantiate(_transpose_text(str(source.type), k, n), "B's transpose", (source,), launch)
+    return next(op for op in placed if op.name == "memref.alloc").results[0]
 
 
 def _transpose_text(source_type: str, k: int, n: int) -> str:

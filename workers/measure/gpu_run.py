@@ -18,6 +18,7 @@ from workers.jsonrecord import JsonRecord
 from workers.layout import version_dir
 from workers.measure.launch import (DEVICE_MALLOC_HINT, TORCH_DTYPES, calls_device_malloc, check_config,
                                     model_file, pack_args)
+from workers.measure.tensor_map import encode as encode_tensor_map
 from workers.records import STATIC_SHARED_BYTES, LaunchConfig, Timing
 
 # How the parent starts this module (ncu wraps the same command with --once).
@@ -133,6 +134,9 @@ class Runner:
                 t = state[key].detach()
             elif b.role == "constant":
                 t = torch.tensor(b.values, dtype=dtype).reshape(b.shape).cuda()
+            elif b.role == "tensor_map":  # of a buffer before it (the host made it after that buffer)
+                encoded = encode_tensor_map(b.tensor_map, buffers[b.tensor_map.buffer].data_ptr())
+                t = torch.frombuffer(bytearray(encoded), dtype=dtype).cuda()
             else:  # temporaries and outputs start as NaN, so a kernel that skips an element is caught
                 t = torch.full(b.shape, float("nan"), dtype=dtype, device="cuda") if dtype.is_floating_point \
                     else torch.zeros(b.shape, dtype=dtype, device="cuda")

@@ -10,7 +10,8 @@ import re
 
 import numpy as np
 
-from workers.records import KernelArg, KernelLaunch, LaunchConfig
+from workers.measure.tensor_map import tiled_arguments
+from workers.records import BufferSpec, KernelArg, KernelLaunch, LaunchConfig
 
 # MLIR element type -> numpy scalar type of a PTX parameter ("index" is 64-bit on NVPTX64)
 SCALAR_TYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "index": np.int64,
@@ -61,6 +62,16 @@ def pathological_launches(config: LaunchConfig) -> list[str]:
             if math.prod(l.block) == 1 and math.prod(l.grid) > PATHOLOGICAL_GRID]
 
 
+def _check_tensor_map(buffer: BufferSpec, names_before: list[str]) -> None:
+    spec = buffer.tensor_map
+    if spec is None or spec.buffer not in names_before:
+        raise ConfigError(f"tensor map {buffer.name} describes no buffer listed before it")
+    try:
+        tiled_arguments(spec, 0)  # buffers start 256-byte aligned: what holds at 0 holds there
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def check_config(config: LaunchConfig) -> None:
     names = {b.name for b in config.buffers}
     for b in config.buffers:
@@ -68,6 +79,8 @@ def check_config(config: LaunchConfig) -> None:
             raise ConfigError(f"buffer {b.name}: unsupported element type {b.dtype}")
         if b.role == "constant" and (b.values is None or len(b.values) != math.prod(b.shape)):
             raise ConfigError(f"constant buffer {b.name} lacks its {math.prod(b.shape)} values")
+        if b.role == "tensor_map":
+            _check_tensor_map(b, names_before=[x.name for x in config.buffers[:config.buffers.index(b)]])
     for out in config.outputs:
         if out.buffer not in names:
             raise ConfigError(f"output names unknown buffer {out.buffer!r}")
