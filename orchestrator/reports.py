@@ -46,6 +46,12 @@ def best_iteration(iterations: list[IterationState]) -> IterationState | None:
     return min(good, key=lambda it: it.measure.time.median_us, default=None)
 
 
+def _evidence_lines(evidence: list) -> list[str]:
+    """One markdown item per piece of evidence: the rule, the kernel, what it says and its metrics."""
+    return [f"- `{e.rule}` on {e.kernel}: {e.text} ({', '.join(f'{k}={v:g}' for k, v in e.metrics.items())})"
+            for e in evidence]
+
+
 def same_kernels(earlier: list[IterationState], compiled: CompileResult) -> IterationState | None:
     """The earlier version that compiled to the same PTX and launches and was measured to a verdict
     (not one that a timeout or a lost GPU process cut short), if any."""
@@ -128,6 +134,8 @@ def final_report(job: JobState, chosen: IterationState | None, why: str) -> str:
         d = job.last_decision
         lines.append(f"- advisor's last decision: {d.action} (bottleneck {d.bottleneck}, rules {d.rules_version})"
                      + (f": {d.stop_reason}" if d.stop_reason else ""))
+        if d.action == "stop":  # a continue's evidence is its version's, below
+            lines += ["  " + line for line in _evidence_lines(d.evidence)]
     lines += ["", "## Iterations", "",
               "| v | hypothesis | outcome | median us | speedup vs best before | compile s | measure status | workers |",
               "|---|---|---|---|---|---|---|---|"]
@@ -140,8 +148,7 @@ def final_report(job: JobState, chosen: IterationState | None, why: str) -> str:
         lines += ["", f"### v{it.version}", "", "Hypothesis:", "", "```", it.hypothesis_text.rstrip(), "```", ""]
         if it.evidence:
             lines.append("Evidence:")
-            lines += [f"- `{e.rule}` on {e.kernel}: {e.text} "
-                      f"({', '.join(f'{k}={v:g}' for k, v in e.metrics.items())})" for e in it.evidence]
+            lines += _evidence_lines(it.evidence)
         else:
             lines.append(f"Evidence: {NA} (no advisor decision led to this version)")
         c = it.compile

@@ -142,7 +142,7 @@ MAX_PIPELINE_DEPTH = 4  # K steps in flight: 4 was within 3% of 2 and 3 on the H
 
 
 def deepen_pipeline(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """A tensor-core kernel's staged tiles filled by cp.async one more K step ahead (two buffers first)."""
+    """A tensor-core kernel's staged tiles copied one more K step ahead, by cp.async or TMA (two buffers first)."""
     if s.tensor_core == "none" or not s.promote_shared or s.pipeline_depth >= MAX_PIPELINE_DEPTH:
         return None
     return ScheduleEdit(s.op_index, "pipeline_depth", max(s.pipeline_depth + 1, 2))

@@ -10,7 +10,7 @@ from orchestrator.loop import Driver, params_summary
 from orchestrator.records import IterationState, JobState, TaskReport
 from orchestrator.reports import final_report
 from orchestrator.state import open_store
-from rules.records import Hypothesis
+from rules.records import Decision, Evidence, Hypothesis
 from workers.records import CompileResult, MeasureResult, OpSchedule, ScheduleEdit, ScheduleParams, Timing
 
 NO_OP = Hypothesis("vectorize", ScheduleEdit(0, "vectorize", True), "", "")
@@ -61,3 +61,16 @@ def test_a_schedule_line_names_every_knob_away_from_its_default():
         "row_kernel 1024, warp_merge",
         "op 6 (elementwise): block_tile [1, 0], thread_tile [0, 4], reduction_tile 0, tensor_core none, "
         "fuse_producers False"]
+
+
+def test_the_final_report_gives_the_evidence_of_the_advisors_stop(tmp_path):
+    """A stop right after v0 leads to no version whose hypothesis would carry its evidence: the report's
+    header line of the decision does."""
+    job = _v1_compiled(tmp_path, "d0")
+    saturated = Evidence("compute_line_saturated", "forward_kernel", {"compute_sol_pct": 80.77},
+                         "tensor_cores skipped: compute SOL 80.77% is over 80%, that line is exhausted")
+    job.last_decision = Decision("stop", "compute", [saturated], "r1", stop_reason="no route left")
+    report = final_report(job, job.iterations[0], "")
+    assert ("- advisor's last decision: stop (bottleneck compute, rules r1): no route left\n"
+            "  - `compute_line_saturated` on forward_kernel: tensor_cores skipped: compute SOL 80.77% is over 80%, "
+            "that line is exhausted (compute_sol_pct=80.77)") in report

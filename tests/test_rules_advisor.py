@@ -281,6 +281,23 @@ def test_kernel_to_op_mapping_and_its_fallbacks():
     assert kernel_op_indices(two, CompileResult(0, True, "done"), params, model) == [1, 0], "schedule order"
     assert kernel_op_indices(three, CompileResult(0, True, "done", kernel_ops=[0, 1]), params, model) == [0, 0, 0], \
         "counts differ: the heaviest family's op"
+    # a TF32 wgmma matmul's transposed copy of B, a kernel of its own before it: no op's knob changes it
+    transposed = CompileResult(0, True, "done", kernel_ops=[0, 0, 1], kernel_families=["copy", "matmul", "elementwise"])
+    assert kernel_op_indices(three, transposed, params, model) == [None, 0, 1]
+
+
+def test_the_transposed_copy_of_a_tf32_wgmma_matmul_gets_no_advice_of_the_matmul():
+    """Seen in the TF32 loop on the H200 (loop_h200.md 17:05): its wgmma kernel at compute SOL 81% (every
+    compute line exhausted), the transpose before it memory-bound; the memory route of a matmul then deepened
+    the wgmma kernel's pipeline, which does not touch the transpose. The transpose has no route: stop."""
+    v0 = OpSchedule(0, "matmul", [128, 256, 0], [64, 256, 0], reduction_tile=32, promote_shared=True,
+                    tensor_core="wgmma", pipeline_depth=3)
+    transpose, wgmma = hand_written(name="transpose", sm=27, mem=69), hand_written(name="wgmma", sm=81, mem=59)
+    transpose.duration_us, wgmma.duration_us = 8.0, 92.0
+    req = request_for(MATMUL, v0, [transpose, wgmma])
+    req.history[0].compile.kernel_families = ["copy", "matmul"]
+    d = advise(req)
+    assert d.action == "stop" and "resource saturated" in d.stop_reason, d
 
 
 def test_kernels_without_a_launch_map_still_get_advice():
