@@ -343,7 +343,9 @@ def test_two_warpgroups_share_a_block_stacked_along_m(matmul4096_f16):
     assert "!nvgpu.warpgroup.accumulator<fragmented = vector<64x256xf32>>" in gpu
     # warpgroup y reads A's tile from row 64 y (64 rows of 128 bytes further) and stores C's rows from 64 y
     assert "arith.constant 8192 : index" in gpu
-    assert re.search(r"memref\.subview %\w+\[%\w+, 0\] \[64, 256\] \[1, 1\]", gpu)
+    # into rows of 264 f32: 8 banks further each, a warp's 8 rows of fragments in two wavefronts, not eight
+    assert re.search(r"memref\.subview %\w+\[%\w+, 0\] \[64, 256\] \[1, 1\] : memref<128x256xf32, strided<\[264, 1\]>", gpu)
+    assert "to memref<128x264xf32, #gpu.address_space<workgroup>>" in gpu
 
 
 def test_bf16_matmuls_run_on_wgmma(tmp_path):

@@ -131,7 +131,7 @@ class LaunchSequence:
         """A buffer of the CUtensorMap that the measure worker encodes for the (ranked) view cast to the op's
         unranked operand, as the op's type describes it."""
         cast = op.operands[0].owner
-        view = cast.operands[0].type if cast.name == "memref.cast" else None
+        view = cast.operands[0].type if not isinstance(cast, ir.Block) and cast.name == "memref.cast" else None
         described = _TENSOR_MAP_TYPE.search(str(op.results[0].type))
         if view is None or not view.has_static_shape or _dynamic_layout(view) or described is None:
             raise HostComputeError(f"a tensor map of {op.operands[0].type} as {op.results[0].type}: only static "
@@ -160,7 +160,7 @@ class LaunchSequence:
         for v in launch.kernelOperands:
             if isinstance(v.type, ir.MemRefType):
                 args.append(KernelArg(kind="buffer", dtype=dtype_name(v.type.element_type), buffer=self._views[v]))
-            elif is_tensor_map(v):  # the kernel takes the tensor map's address
+            elif _is_tensor_map(v):  # the kernel takes the tensor map's address
                 args.append(KernelArg(kind="buffer", dtype="i8", buffer=self._views[v]))
             else:
                 args.append(self._scalar(v))
@@ -185,7 +185,7 @@ class LaunchSequence:
                 spec.role = "output"
 
 
-def is_tensor_map(value) -> bool:
+def _is_tensor_map(value) -> bool:
     """Whether `value` is a TMA descriptor that the host makes (nvgpu.tma.create.descriptor)."""
     return not isinstance(value.owner, ir.Block) and value.owner.name == TENSOR_MAP_OP
 

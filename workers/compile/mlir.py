@@ -342,20 +342,53 @@ def pad_tensor_core_tiles(module: ir.Module, padded_columns: Callable[[int, int,
                 continue
             *outer, columns = old.shape
             width = padded_columns(columns, old.element_type.width // 8, "nvgpu.ldmatrix" not in accesses)
-            if width == columns:
-                continue
-            strides = [math.prod(outer[i + 1:]) * width for i in range(len(outer))] + [1]
-            with ir.InsertionPoint(alloc), alloc.location:
-                wide = memref_dialect.AllocOp(ir.MemRefType.get([*outer, width], old.element_type,
-                                                                memory_space=old.memory_space), [], [])
-                for attribute in _named_attributes(alloc):
-                    wide.operation.attributes[attribute.name] = attribute.attr
-                view = memref_dialect.SubViewOp(
-                    ir.MemRefType.get(old.shape, old.element_type, ir.StridedLayoutAttr.get(0, strides),
-                                      memory_space=old.memory_space),
-                    wide.result, [], [], [], [0] * old.rank, old.shape, [1] * old.rank)
-            alloc.results[0].replace_all_uses_with(view.result)
-            alloc.erase()
+            if width != columns:
+                widen_rows(alloc, width)
+
+
+def widen_rows(alloc, width: int) -> ir.Value:
+    """Replace the allocation `alloc` (rank 2 or more) by one whose rows hold `width` elements, the old
+    shape becoming a view of its first columns (the new allocation keeps the old one's attributes: its
+    marks); the subviews of it are retyped to the new strides. The view."""
+    old = ir.MemRefType(alloc.results[0].type)
+    *outer, _ = old.shape
+    strides = [math.prod(outer[i + 1:]) * width for i in range(len(outer))] + [1]
+    with ir.InsertionPoint(alloc), alloc.location:
+        wide = memref_dialect.AllocOp(ir.MemRefType.get([*outer, width], old.element_type,
+                                                        memory_space=old.memory_space), [], [])
+        for attribute in _named_attributes(alloc):
+            wide.operation.attributes[attribute.name] = attribute.attr
+        view = memref_dialect.SubViewOp(
+            ir.MemRefType.get(old.shape, old.element_type, ir.StridedLayoutAttr.get(0, strides),
+                              memory_space=old.memory_space),
+            wide.result, [], [], [], [0] * old.rank, old.shape, [1] * old.rank)
+    alloc.results[0].replace_all_uses_with(view.result)
+    alloc.erase()
+    _restride_subviews(view.result)
+    return view.result
+
+
+def _restride_subviews(value: ir.Value) -> None:
+    """Retype the subviews of `value`, and theirs, after its strides changed: a subview's strides are its
+    source's times its own steps, its offset theirs where every offset is static."""
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    source_strides, source_offset = ir.MemRefType(value.type).get_strides_and_offset()
+    for use in list(value.uses):
+        view = use.owner
+        if view.name != "memref.subview":
+            continue
+        result = view.results[0]
+        t = ir.MemRefType(result.type)
+        steps = list(ir.DenseI64ArrayAttr(view.attributes["static_strides"]))
+        offsets = list(ir.DenseI64ArrayAttr(view.attributes["static_offsets"]))
+        if t.rank != len(source_strides) or dynamic in steps:
+            raise MlirError(f"cannot restride {view.name} to {t}: rank-reducing or dynamic steps")
+        strides = [stride * step for stride, step in zip(source_strides, steps)]
+        offset = dynamic if dynamic in (source_offset, *offsets) else \
+            source_offset + sum(o * stride for o, stride in zip(offsets, source_strides))
+        result.set_type(ir.MemRefType.get(t.shape, t.element_type, ir.StridedLayoutAttr.get(offset, strides),
+                                          memory_space=t.memory_space))
+        _restride_subviews(result)
 
 
 OVERLAPS_STAGED = "farm.overlaps_staged"  # a shared tile dead while its kernel's staged tiles are in use

@@ -13,8 +13,9 @@ swizzled as wgmma reads them, completing on the buffer's mbarrier; d steps in fl
 step, each warpgroup (threads (x, y): warpgroup y) waits for its buffer's mbarrier and multiplies its
 rows of A with B by nvgpu.warpgroup.mma, its accumulators carried in registers through the loop and
 stored to its rows of C after it. An epilogue's accumulator tile is dead during the loop: it shares
-memory with the buffers (mlir.OVERLAPS_STAGED). The wgmma descriptors' tensor-map operand is typed only
-(a cast of 0): convert-nvgpu-to-nvvm reads just the swizzle and box of its type.
+memory with the buffers (mlir.OVERLAPS_STAGED). convert-nvgpu-to-nvvm reads only the type of a wgmma
+descriptor's tensor map (swizzle and box): B's take B's TMA descriptor, A's (a warpgroup's rows of the
+block's box) a cast of 0 typed so.
 """
 from __future__ import annotations
 
@@ -22,13 +23,15 @@ from dataclasses import dataclass
 
 from workers.compile import mlir
 from workers.compile.mlir import ir, arith_dialect
-from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS
+from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS, padded_columns
 from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_ROW_BYTES, wgmma_k_step
 
 SWIZZLE_ALIGNMENT = 1024  # a swizzled tile starts at a multiple of 8 rows of 128 bytes
 SMEM = mlir.WORKGROUP
 TF32_K = 8  # K of one TF32 wgmma
-WAIT_TICKS = 10_000_000  # an mbarrier wait's suspend-time hint (ns), as MLIR's sm90 tests give it
+# an mbarrier wait's suspend-time hint (ns), as MLIR's sm90 tests give it: where all threads wait together it
+# costs nothing (0 and 1000 time the same, perf_targets_h200.md run 40); a lone waiter woke late with it
+WAIT_TICKS = 10_000_000
 TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # the transpose kernel's tile of B, and its block's rows of threads
 
 
@@ -63,6 +66,10 @@ class KLoop:
         self.b_rows = self._tile(self.n, self.k_step) if self.tf32 else self._tile(self.n, WGMMA_BOX)
         self.acc = f"!nvgpu.warpgroup.accumulator<fragmented = vector<{self.warpgroup_rows}x{self.n}xf32>>"
         self.bars = f"!nvgpu.mbarrier.group<memorySpace = {SMEM}, num_barriers = {self.stages}>"
+        # rows of the TMA boxes (of one K step's 128-byte rows): A's block rows; B's n rows of K (TF32's
+        # transposed copy) or K rows of 64 columns
+        self.a_box_rows, self.b_box_rows = self.m, self.n if self.tf32 else self.k_step
+        self.a_map, self.b_map = self._tensor_map(self.a_box_rows), self._tensor_map(self.b_box_rows)
 
     def c(self, value: int) -> str:
         """The SSA name of an index constant (declared at the top of the loop's text)."""
@@ -91,18 +98,18 @@ class KLoop:
         transaction count its mbarrier expects: the stage's bytes. TMA writes each box's 128-byte rows
         swizzled as wgmma reads them."""
         out = [f"nvgpu.mbarrier.arrive.expect_tx %bars[%stage], %c_stage_bytes : {self.bars}",
-               f"nvgpu.tma.async.load %TA[%k0, %a_row], %bars[%stage] to %stage_a : {self._tensor_map(self.m)}, "
+               f"nvgpu.tma.async.load %TA[%k0, %a_row], %bars[%stage] to %stage_a : {self.a_map}, "
                f"{self.bars} -> {self.a_tile}"]
         if self.tf32:
             return out + [f"nvgpu.tma.async.load %TB[%k0, %b_col], %bars[%stage] to %stage_b : "
-                          f"{self._tensor_map(self.n)}, {self.bars} -> {self.b_rows}"]
+                          f"{self.b_map}, {self.bars} -> {self.b_rows}"]
         box = self._tile(self.k_step, WGMMA_BOX)
         for i in range(self.n // WGMMA_BOX):
             out += [f"%box{i}_off = arith.addi %stage_b_off, {self.c(i * self.k_step * WGMMA_ROW_BYTES)} : index",
                     self._view(f"%box{i}", f"%box{i}_off", box),
                     f"%box{i}_col = arith.addi %b_col, {self.c(i * WGMMA_BOX)} : index",
                     f"nvgpu.tma.async.load %TB[%box{i}_col, %k0], %bars[%stage] to %box{i} : "
-                    f"{self._tensor_map(self.k_step)}, {self.bars} -> {box}"]
+                    f"{self.b_map}, {self.bars} -> {box}"]
         return out
 
     def _mma(self) -> tuple[list[str], str]:
@@ -128,8 +135,8 @@ class KLoop:
                     self._view(f"%read_b{part}", f"%b_off{part}", b),
                     f"%desc_a{part} = nvgpu.warpgroup.generate.descriptor %read_a{part}, %map_a : {a}, "
                     f"{self._tensor_map(self.warpgroup_rows)} -> {desc_a}",
-                    f"%desc_b{part} = nvgpu.warpgroup.generate.descriptor %read_b{part}, %map_b : {b}, "
-                    f"{self._tensor_map(self.n if self.tf32 else self.k_step)} -> {desc_b}",
+                    f"%desc_b{part} = nvgpu.warpgroup.generate.descriptor %read_b{part}, %TB : {b}, "
+                    f"{self.b_map} -> {desc_b}",
                     f"%mma{part} = nvgpu.warpgroup.mma %desc_a{part}, %desc_b{part}, {acc} "
                     f"{{{'' if self.tf32 else 'transposeB, '}waitGroup = {parts} : i64}} "
                     f": {desc_a}, {desc_b}, {self.acc} -> {self.acc}"]
@@ -165,13 +172,12 @@ class KLoop:
                 f"%leader = arith.cmpi eq, %tid, {s.c(0)} : index",
                 f"%warpgroup_a_off = arith.muli %warpgroup, {s.c(s.warpgroup_rows * WGMMA_ROW_BYTES)} : index",
                 "%no_map = arith.constant 0 : i64",
+                # A's wgmma descriptors are of a warpgroup's rows: a map typed so, whose value is never read
                 f"%map_a = builtin.unrealized_conversion_cast %no_map : i64 to {s._tensor_map(s.warpgroup_rows)}",
-                f"%map_b = builtin.unrealized_conversion_cast %no_map : i64 to "
-                f"{s._tensor_map(s.n if s.tf32 else s.k_step)}",
                 "scf.if %leader {",
                 *indented([f"nvgpu.mbarrier.init %bars[{s.c(stage)}], {s.c(1)} : {s.bars}" for stage in range(s.stages)]),
-                f"  nvgpu.tma.prefetch.descriptor %TA : {s._tensor_map(s.m)}",
-                f"  nvgpu.tma.prefetch.descriptor %TB : {s._tensor_map(s.n if s.tf32 else s.k_step)}",
+                f"  nvgpu.tma.prefetch.descriptor %TA : {s.a_map}",
+                f"  nvgpu.tma.prefetch.descriptor %TB : {s.b_map}",
                 "}",
                 "gpu.barrier",  # the mbarriers are initialized before anyone waits on them
                 "scf.if %leader {"]
@@ -205,8 +211,8 @@ class KLoop:
                  # the epilogue's threads read what other threads stored
                  "gpu.barrier"]
         constants = [f"%c{value} = arith.constant {value} : index" for value in sorted(s.constants)]
-        return "\n".join([f"func.func @k_loop(%C: {s.c_type}, %TA: {s._tensor_map(s.m)}, "
-                          f"%TB: {s._tensor_map(s.n if s.tf32 else s.k_step)}, %a_row: index, %b_col: index) {{",
+        return "\n".join([f"func.func @k_loop(%C: {s.c_type}, %TA: {s.a_map}, %TB: {s.b_map}, %a_row: index, "
+                          "%b_col: index) {",
                           *("  " + line for line in constants + body), "  return", "}"])
 
 
@@ -229,6 +235,10 @@ def warpgroup_matmuls(module: ir.Module) -> list[int]:
         a, b, c = matmul.operands
         if mlir.in_shared_memory(c):
             _share_accumulator_tile(matmul, c)
+            c_columns = ir.MemRefType(c.type).shape[1]
+            # rows whose fragments the warpgroups' stores spread over the banks (an f32 row of 1024 bytes
+            # put a warp's 8 rows in the same 8 banks)
+            c = mlir.widen_rows(c.owner, padded_columns(c_columns, ELEMENT_BYTES["f32"], True))
         a_type, c_type = ir.MemRefType(a.type), ir.MemRefType(c.type)
         (m, k), n = a_type.shape, c_type.shape[1]
         element = str(a_type.element_type)
@@ -242,11 +252,11 @@ def warpgroup_matmuls(module: ir.Module) -> list[int]:
             b_source = _transposed(b_source, launch)
         stages, warpgroup_rows = (ir.IntegerAttr(matmul.attributes[mark]).value for mark in (WGMMA, WGMMA_ROWS))
         loop = KLoop(str(c_type), _rows_view_type(c_type, warpgroup_rows), m, n, k, stages, warpgroup_rows, element)
-        maps = [_tensor_map(source, type_text, launch) for source, type_text in
-                ((a_source, loop._tensor_map(m)), (b_source, loop._tensor_map(n if element == "f32" else loop.k_step)))]
+        maps = [_host_tensor_map(a_source, loop.a_map, (loop.a_box_rows, loop.k_step), launch),
+                _host_tensor_map(b_source, loop.b_map, (loop.b_box_rows, loop.k_step), launch)]
         with ir.InsertionPoint(matmul), matmul.location:
-            coordinates = [offset if isinstance(offset, ir.Value) else arith_dialect.ConstantOp(index, offset).result
-                           for index in (ir.IndexType.get(),) for offset in (a_row, b_column)]
+            coordinates = [offset if isinstance(offset, ir.Value) else
+                           arith_dialect.ConstantOp(ir.IndexType.get(), offset).result for offset in (a_row, b_column)]
         _instantiate(loop.text(), "the wgmma K loop", (c, *maps, *coordinates), matmul)
         matmul.erase()
     return transposes
@@ -268,11 +278,11 @@ def _block_view(operand: ir.Value) -> tuple[ir.Value, list]:
     return source, offsets
 
 
-def _tensor_map(source: ir.Value, map_type: str, launch) -> ir.Value:
-    """A TMA descriptor of `source` (a buffer of the host, read whole) typed `map_type`, made on the host
-    before `launch`."""
+def _host_tensor_map(source: ir.Value, map_type: str, box: tuple[int, int], launch) -> ir.Value:
+    """A TMA descriptor typed `map_type` of `source` (a buffer of the host, read whole) in boxes of (rows,
+    columns), made on the host before `launch`."""
     source_type = ir.MemRefType(source.type)
-    rows, columns = (int(size) for size in map_type.split("memref<")[1].split("x")[:2])
+    rows, columns = box
     unranked = f"memref<*x{source_type.element_type}>"
     text = "\n".join([f"func.func @tensor_map(%source: {source_type}) {{",
                       f"  %rows = arith.constant {rows} : index",

@@ -32,11 +32,12 @@ class TiledArguments:
 
 def tiled_arguments(spec: TensorMap, base_address: int) -> TiledArguments:
     """The driver's arguments for `spec` over a buffer at `base_address`; ValueError where TMA cannot take it."""
+    if spec.dtype not in DATA_TYPES or spec.swizzle not in SWIZZLES or spec.l2_promotion not in L2_PROMOTIONS:
+        raise ValueError(f"tensor map of {spec.buffer}: type {spec.dtype}, swizzle {spec.swizzle} or L2 promotion "
+                         f"{spec.l2_promotion} has no encoding")
     element = ELEMENT_BYTES[spec.dtype]
     address = base_address + spec.offset * element
     problems = []
-    if spec.dtype not in DATA_TYPES or spec.swizzle not in SWIZZLES or spec.l2_promotion not in L2_PROMOTIONS:
-        problems.append(f"type {spec.dtype}, swizzle {spec.swizzle} or L2 promotion {spec.l2_promotion} has no encoding")
     if not len(spec.shape) == len(spec.strides) == len(spec.box) or spec.strides[-1] != 1:
         problems.append("shape, strides and box need one entry per dimension, the innermost contiguous")
     if address % ALIGNMENT or any(stride * element % ALIGNMENT for stride in spec.strides[:-1]):
