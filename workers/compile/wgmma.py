@@ -80,6 +80,8 @@ class KLoop:
         return f"memref<{rows}x{columns}x{element or self.element}, {SMEM}>"
 
     def _tensor_map(self, rows: int) -> str:
+        """The type of a TMA descriptor (or of wgmma's tensor-map operand) of boxes of `rows` 128-byte rows
+        of K, swizzled as wgmma reads them."""
         return (f"!nvgpu.tensormap.descriptor<tensor = memref<{rows}x{self.k_step}x{self.element}, 3>, "
                 "swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>")
 
