@@ -113,9 +113,10 @@ class OpSchedule(JsonRecord):
     # computed again where they are read (never stored); block_tile [1, 0], thread_tile [0, 0]; 0 = off
     row_kernel: int = 0
     # a tensor-core kernel's staged A and B tiles (promote_shared) in this many shared-memory buffers
-    # each (one more with copies_ahead), filled by cp.async (nvgpu.device_async_copy) that many K steps
-    # ahead: while the warps compute one step, the copies of the next depth-1 are in flight
-    # (nvgpu.pipeline_shared_memory_copies); 0 or 1: one buffer, copied synchronously every K step
+    # each (one more with copies_ahead), filled that many K steps ahead (mma.sync: by cp.async,
+    # nvgpu.device_async_copy; wgmma: by TMA): while the warps compute one step, the copies of the next
+    # depth-1 are in flight (nvgpu.pipeline_shared_memory_copies); 0 or 1: one buffer, copied synchronously
+    # every K step
     pipeline_depth: int = 0
     # a pipelined kernel's staged tiles get one buffer more than pipeline_depth: step i + depth's copies
     # go into the buffer the warps finished at step i - 1, so they are issued before step i's mma, and

@@ -456,7 +456,7 @@ class MmaTiles(NamedTuple):
     warp: tuple[int, int]  # wgmma: a warpgroup's tile
     k_step: int
     staged: bool  # A/B staged in shared memory
-    stages: int = 0  # pipeline_depth: K steps in flight, filled by cp.async (0: synchronous)
+    stages: int = 0  # pipeline_depth: K steps in flight, copied by cp.async or, on wgmma, TMA (0: synchronous)
     copies_ahead: bool = False  # a spare buffer, filled before the step's mma
     min_blocks: int = 0  # taken only where the grid has this many blocks
     instruction: str = "mma_sync"  # the tensor_core knob: "mma_sync" or "wgmma"

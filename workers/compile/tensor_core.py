@@ -217,8 +217,11 @@ def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int)
                          f"{k // k_step} of {k_step}")
     plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warpgroup, k_step,
                    k // k_step, accumulator, operand, s.pipeline_depth, instruction="wgmma")
-    # the epilogue's accumulator tile shares memory with the staged tiles, dead once the K loop is done
-    needed = max(wgmma_staged_bytes(plan), math.prod(block) * ACCUMULATOR_BYTES[accumulator] if epilogue else 0)
+    # the epilogue's accumulator tile (in rows padded as wgmma.py pads them) shares memory with the staged
+    # tiles, dead once the K loop is done
+    acc_bytes = ACCUMULATOR_BYTES[accumulator]
+    accumulator_tile = block[0] * padded_columns(block[1], acc_bytes, True) * acc_bytes if epilogue else 0
+    needed = max(wgmma_staged_bytes(plan.stages, *block), accumulator_tile)
     if needed > MAX_SHARED_BYTES:
         raise ValueError(f"{plan.stages} buffers of the A and B tiles need {needed} bytes of shared memory, over "
                          f"{MAX_SHARED_BYTES}")
@@ -227,7 +230,7 @@ def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int)
 
 WGMMA_CHIPS = ("sm_90a",)  # wgmma is in the PTX ISA of sm_90a alone
 WGMMA_M = 64  # rows of one wgmma; a block of 128 rows takes two
-WGMMA_NS = (64, 128, 256)  # block columns: B's boxes of 64, whose chunks the 128 threads copy evenly
+WGMMA_NS = (64, 128, 256)  # block columns: B's boxes of 64 columns, one TMA copy each, up to wgmma's n256
 # a warpgroup's tiles: m64 by any of WGMMA_NS, or two m64 halves of 128 columns (128 accumulator registers per
 # thread at most): nvgpu.warpgroup.mma.store puts a second half `columns / 2` rows below the first, right
 # for 128 columns only; it places a thread's rows by its x index, so a block's warpgroups are its y index
@@ -237,9 +240,10 @@ MAX_WARPGROUPS = 2
 WGMMA_BOX = 64  # 16-bit B is staged as column boxes of 64 (one swizzled row each, K rows deep)
 
 
-def wgmma_staged_bytes(plan: MmaPlan) -> int:
-    """Shared memory of a wgmma kernel's staged A and B tiles, all buffers: m and n rows of 128 bytes."""
-    return plan.stages * (plan.block[0] + plan.block[1]) * WGMMA_ROW_BYTES
+def wgmma_staged_bytes(stages: int, m: int, n: int) -> int:
+    """Shared memory of a wgmma kernel's staged A and B tiles of an m x n block, all `stages` buffers: m and
+    n rows of 128 bytes each."""
+    return stages * (m + n) * WGMMA_ROW_BYTES
 
 
 def _is_warp_tile(tile: list[int], block: tuple[int, int]) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from workers.compile import mlir
 from workers.compile.mlir import ir, arith_dialect
-from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS, padded_columns
+from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS, padded_columns, wgmma_staged_bytes
 from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_ROW_BYTES, wgmma_k_step
 
 SWIZZLE_ALIGNMENT = 1024  # a swizzled tile starts at a multiple of 8 rows of 128 bytes
@@ -59,8 +59,9 @@ class KLoop:
         self.k_step = wgmma_k_step(self.element)  # elements per swizzled row
         self.warpgroups = self.m // self.warpgroup_rows
         self.steps = self.k // self.k_step
-        self.a_bytes, self.b_bytes = self.m * WGMMA_ROW_BYTES, self.n * WGMMA_ROW_BYTES
-        self.buffers = f"memref<{self.stages * (self.a_bytes + self.b_bytes)}xi8, {SMEM}>"
+        self.a_bytes = self.m * WGMMA_ROW_BYTES
+        self.stage_bytes = wgmma_staged_bytes(1, self.m, self.n)
+        self.buffers = f"memref<{wgmma_staged_bytes(self.stages, self.m, self.n)}xi8, {SMEM}>"
         self.a_tile = self._tile(self.m, self.k_step)
         # B's tile as the copies write it: n / 64 boxes of K rows (16-bit), or n rows of K (f32)
         self.b_rows = self._tile(self.n, self.k_step) if self.tf32 else self._tile(self.n, WGMMA_BOX)
@@ -162,7 +163,7 @@ class KLoop:
         def indented(lines: list[str]) -> list[str]:
             return ["  " + line for line in lines]
 
-        body = [f"%c_stage_bytes = arith.constant {s.a_bytes + s.b_bytes} : index",
+        body = [f"%c_stage_bytes = arith.constant {s.stage_bytes} : index",
                 f"%c_a_bytes = arith.constant {s.a_bytes} : index",
                 f"%buffers = memref.alloc() {{alignment = {SWIZZLE_ALIGNMENT} : i64}} : {s.buffers}",
                 f"%bars = nvgpu.mbarrier.create -> {s.bars}",
