@@ -346,6 +346,9 @@ def test_two_warpgroups_share_a_block_stacked_along_m(matmul4096_f16):
     # into rows of 264 f32: 8 banks further each, a warp's 8 rows of fragments in two wavefronts, not eight
     assert re.search(r"memref\.subview %\w+\[%\w+, 0\] \[64, 256\] \[1, 1\] : memref<128x256xf32, strided<\[264, 1\]>", gpu)
     assert "to memref<128x264xf32, #gpu.address_space<workgroup>>" in gpu
+    # the epilogue's 4 x f16 per row proven 8-byte aligned (workers/compile/alignment.py): one store each,
+    # not four st.global.b16 (1.09x, perf_targets_h200.md run 44)
+    assert "st.global.v2.b32" in ptx and "st.global.b16" not in ptx
 
 
 def test_bf16_matmuls_run_on_wgmma(tmp_path):

@@ -9,6 +9,7 @@ import time
 
 from workers.atomic import write_bytes, write_text
 from workers.compile import mlir
+from workers.compile.alignment import align_global_vector_accesses
 from workers.compile.analysis import analyze, prepared_payload
 from workers.compile.cache_hints import stream_global_accesses
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
@@ -110,6 +111,7 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
         mlir.align_kernel_pointers(module)
+        align_global_vector_accesses(module)
         mlir.tensor_maps_as_pointers(module)
         mlir.limit_registers(module, {name: kernel.min_blocks_per_sm for name, kernel in by_name.items()})
         if pipeline.fp_contract:
