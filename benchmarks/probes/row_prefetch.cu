@@ -1,10 +1,14 @@
-// Probe kernels for row_prefetch.py: LayerNorm over rows of 8192 f32 (the layernorm_large line) by blocks
-// that keep rows in flight without holding them in registers. "prefetch": a persistent block (grid = SMs x
-// blocks per SM) walks the rows blockIdx.x, +gridDim.x, ...; one thread copies each row into one of STAGES
-// shared-memory buffers by cp.async.bulk (TMA's 1D copy) onto the buffer's mbarrier, STAGES rows ahead of
-// the row being normalized; every thread waits for the buffer's phase, reads its float4s (cyclic: thread t
-// owns float4s t, t+T, ...), and the buffer is refilled after the first block reduction's barrier (every
-// thread has read it then). "plain": one row per block, loaded straight into registers (as v0's kernel).
+// Probe kernels for row_prefetch.py: LayerNorm over rows of 8192 f32 (the layernorm_large line), each
+// thread owning float4s t, t+T, ... of its row (cyclic). Designs, named design_threads_blocks-per-SM[_variant]:
+// "plain": one row per block, loaded into registers, two block reductions (mean, then centered squares), as
+// v0's kernel. "onepass": one block reduction of the shifted sums (x - x0 and its square). "reread_P": the
+// row read again from L2 for each of P passes instead of held in registers. "looped_U": Inductor's looped
+// reduction (a Welford state per thread over chunks, U chunks loaded together, one merge, the row reread).
+// "prefetch_threads_stages_blocks": a persistent block (grid = SMs x blocks per SM) walks the rows
+// blockIdx.x, +gridDim.x, ...; one thread copies each row into one of STAGES shared-memory buffers by
+// cp.async.bulk (TMA's 1D copy) onto the buffer's mbarrier, STAGES rows ahead of the row being normalized;
+// every thread waits for the buffer's phase and reads its float4s, and the buffer is refilled after the
+// first block reduction's barrier (every thread has read it then).
 // Built by row_prefetch.py with nvcc -cubin; extern "C" names so pycuda finds them.
 #include <cstdint>
 

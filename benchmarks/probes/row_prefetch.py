@@ -25,15 +25,13 @@ from workers.measure.timing import time_gpu  # noqa: E402
 
 ROWS = COLS = 8192
 ROW_BYTES = COLS * 4
-# (kernel, threads, stages, blocks per SM); stages 0: one row per block, loaded into registers
-VARIANTS = [(f"{kind}_{t}_{b}", t, 0, b) for kind in ("plain", "onepass")
-            for t, b in [(512, 2), (512, 3), (256, 4), (1024, 2)]] + [
-    (f"reread_{t}_{b}_{p}", t, 0, b) for t, b, p in [(512, 2, 2), (512, 4, 2), (256, 8, 2), (1024, 2, 2), (512, 2, 3),
-                                                      (512, 4, 3)]] + [
-    (f"looped_{t}_{b}_{u}", t, 0, b) for t, b, u in [(512, 2, 1), (512, 2, 4), (512, 4, 1), (512, 4, 4), (1024, 2, 1)]] + [
-    (f"prefetch_{t}_{s}_{b}", t, s, b)
-    for t, s, b in [(512, 2, 1), (512, 3, 1), (512, 4, 1), (512, 6, 1), (512, 2, 2), (512, 3, 2), (256, 3, 2),
-                    (256, 2, 3), (1024, 3, 1), (1024, 4, 1)]]
+# the kernels of row_prefetch.cu, named design_threads_blocks-per-SM[_variant]; prefetch_threads_stages_blocks
+# are persistent (a grid of blocks-per-SM per SM), the others take a row per block
+KERNELS = [f"{design}_{shape}" for design in ("plain", "onepass") for shape in ("512_2", "512_3", "256_4", "1024_2")] \
+    + [f"reread_{shape}" for shape in ("512_2_2", "512_4_2", "256_8_2", "1024_2_2", "512_2_3", "512_4_3")] \
+    + [f"looped_{shape}" for shape in ("512_2_1", "512_2_4", "512_4_1", "512_4_4", "1024_2_1")] \
+    + [f"prefetch_{shape}" for shape in ("512_2_1", "512_3_1", "512_4_1", "512_6_1", "512_2_2", "512_3_2", "256_3_2",
+                                         "256_2_3", "1024_3_1", "1024_4_1")]
 
 
 def build() -> bytes:
@@ -44,10 +42,14 @@ def build() -> bytes:
         return cubin.read_bytes()
 
 
-def launcher(module, name: str, threads: int, stages: int, per_sm: int, args: list, sms: int):
+def launcher(module, name: str, args: list, sms: int):
+    """A launch of kernel `name` on `args` (x, weight, bias, y) with the block and grid its name says."""
     import numpy as np
     import pycuda.driver as cuda
 
+    design, threads, *rest = name.split("_")
+    threads = int(threads)
+    stages, per_sm = (int(rest[0]), int(rest[1])) if design == "prefetch" else (0, 0)
     func = module.get_function(name)
     shared = stages * ROW_BYTES
     if shared:
@@ -84,8 +86,8 @@ def main() -> int:
             expected = norm(x)
             fast = torch.compile(norm)
             sides = {"torch.compile": lambda: fast(x), "copy": lambda: y.copy_(x)}
-            for name, threads, stages, per_sm in VARIANTS:
-                launch = launcher(module, name, threads, stages, per_sm, [x, norm.weight, norm.bias, y], sms)
+            for name in KERNELS:
+                launch = launcher(module, name, [x, norm.weight, norm.bias, y], sms)
                 y.zero_()
                 launch()
                 torch.cuda.synchronize()

@@ -56,7 +56,7 @@ class Divisors:
                 lower, _, step = loop.operands[:3]
                 return math.gcd(self.of(lower), self.of(step))
             return UNKNOWN
-        name = owner.name
+        name = owner.operation.name
         operands = list(owner.operands)
         if name == "arith.constant":
             attr = owner.attributes["value"]
@@ -103,10 +103,10 @@ def _offset_divisor(memref: ir.Value, divisors: Divisors) -> int | None:
     """What divides the element offset of the view `memref` from the start of the kernel's buffer argument
     it views, or None where it views no argument (shared memory, a local buffer) or a stride is unknown."""
     divisor = 0
-    while isinstance(memref.owner, ir.OpView) and memref.owner.name in ("memref.subview", "memref.cast"):
+    while isinstance(memref.owner, ir.OpView) and memref.owner.operation.name in ("memref.subview", "memref.cast"):
         view = memref.owner
         source = view.operands[0]
-        if view.name == "memref.subview":
+        if view.operation.name == "memref.subview":
             layout = _strides(ir.MemRefType(source.type))
             if layout is None:
                 return None
@@ -116,7 +116,8 @@ def _offset_divisor(memref: ir.Value, divisors: Divisors) -> int | None:
                 divisor = math.gcd(divisor, known * stride)
         memref = source
     owner = memref.owner
-    if not isinstance(owner, ir.Block) or owner.owner.operation.name != "gpu.func" or ir.MemRefType(memref.type).memory_space:
+    in_kernel_argument = isinstance(owner, ir.Block) and owner.owner.operation.name == "gpu.func"
+    if not in_kernel_argument or ir.MemRefType(memref.type).memory_space:  # workgroup attributions are arguments too
         return None
     layout = _strides(ir.MemRefType(memref.type))
     if layout is None or layout[1] == DYNAMIC:
@@ -133,12 +134,11 @@ def _proven_alignment(access, divisors: Divisors) -> int:
     vector = ir.VectorType(access.operands[0].type if at else access.results[0].type)
     if not _along_last_dim(access, vector, memref_type):
         return 0
-    layout = _strides(memref_type)
     offset = _offset_divisor(memref, divisors)
-    if layout is None or offset is None:
+    if offset is None:
         return 0
     indices = access.operands[at + 1:at + 1 + memref_type.rank]
-    for index, stride in zip(indices, layout[0]):
+    for index, stride in zip(indices, _strides(memref_type)[0]):
         offset = math.gcd(offset, divisors.of(index) * stride)
     element = vector.element_type.width // 8 if hasattr(vector.element_type, "width") else 0
     if not element:
