@@ -90,10 +90,6 @@ class Divisors:
         return UNKNOWN  # floordiv, ceildiv
 
 
-def _memref_position(access) -> int:
-    return 1 if access.name in ("vector.transfer_write", "vector.store") else 0
-
-
 def _strides(memref_type: ir.MemRefType) -> tuple[list[int], int] | None:
     strides, offset = memref_type.get_strides_and_offset()
     return None if DYNAMIC in strides else (list(strides), offset)
@@ -128,17 +124,18 @@ def _offset_divisor(memref: ir.Value, divisors: Divisors) -> int | None:
 def _proven_alignment(access, divisors: Divisors) -> int:
     """The bytes that `access`'s address is proven a multiple of, up to its vector's bytes and the buffer's
     alignment, where that is more than its element's bytes; else 0."""
-    at = _memref_position(access)
+    at = mlir.memref_position(access)
     memref = access.operands[at]
     memref_type = ir.MemRefType(memref.type)
     vector = ir.VectorType(access.operands[0].type if at else access.results[0].type)
-    if not _along_last_dim(access, vector, memref_type):
+    layout = _strides(memref_type)
+    if layout is None or not _along_last_dim(access, vector, memref_type.rank, layout[0]):
         return 0
     offset = _offset_divisor(memref, divisors)
     if offset is None:
         return 0
     indices = access.operands[at + 1:at + 1 + memref_type.rank]
-    for index, stride in zip(indices, _strides(memref_type)[0]):
+    for index, stride in zip(indices, layout[0]):
         offset = math.gcd(offset, divisors.of(index) * stride)
     element = vector.element_type.width // 8 if hasattr(vector.element_type, "width") else 0
     if not element:
@@ -148,21 +145,20 @@ def _proven_alignment(access, divisors: Divisors) -> int:
     return alignment if alignment > element else 0
 
 
-def _along_last_dim(access, vector: ir.VectorType, memref_type: ir.MemRefType) -> bool:
-    """Whether `access` reads or writes its vector's elements contiguously along the memref's last
-    dimension (unit stride): a 1-D run, in bounds and unmasked where it is a transfer."""
-    layout = _strides(memref_type)
-    if any(n != 1 for n in vector.shape[:-1]) or memref_type.rank == 0 or layout is None or layout[0][-1] != 1:
+def _along_last_dim(access, vector: ir.VectorType, rank: int, strides: list[int]) -> bool:
+    """Whether `access` reads or writes its vector's elements contiguously along the last dimension of its
+    memref (of `rank` and `strides`): a 1-D run, in bounds and unmasked where it is a transfer."""
+    if any(n != 1 for n in vector.shape[:-1]) or rank == 0 or strides[-1] != 1:
         return False
     if access.name in ("vector.load", "vector.store"):
         return vector.rank == 1
     # an unmasked transfer's operands: (the written vector,) the memref, an index per dim (, the padding)
-    if len(access.operands) > 2 + memref_type.rank:
+    if len(access.operands) > 2 + rank:
         return False
     in_bounds = ir.ArrayAttr(access.attributes["in_bounds"])
     permutation = ir.AffineMapAttr(access.attributes["permutation_map"]).value
     return all(ir.BoolAttr(b).value for b in in_bounds) \
-        and permutation == ir.AffineMap.get_minor_identity(memref_type.rank, vector.rank)
+        and permutation == ir.AffineMap.get_minor_identity(rank, vector.rank)
 
 
 def _state_alignment(access, alignment: int) -> None:
@@ -171,7 +167,7 @@ def _state_alignment(access, alignment: int) -> None:
     if access.name in ("vector.load", "vector.store"):
         access.attributes["alignment"] = attr
         return
-    at = _memref_position(access)
+    at = mlir.memref_position(access)
     memref = access.operands[at]
     indices = list(access.operands[at + 1:at + 1 + ir.MemRefType(memref.type).rank])
     with ir.InsertionPoint(access), access.location:

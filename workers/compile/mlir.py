@@ -686,7 +686,7 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
         runs = {op.results[0]: width for op in ops_named(kernel, "affine.apply") if (width := _thread_run_width(op))}
         moved, others = [], []
         for access in [op for n in INDEXED_ACCESSES for op in ops_named(kernel, n)]:
-            if _outside_shared_memory(access.operands[_memref_position(access)]):
+            if _outside_shared_memory(access.operands[memref_position(access)]):
                 view = _whole_run_view(access, runs)
                 (moved if view is not None else others).append((access, view))
         widths = {runs[_run_start(view)] for _, view in moved}
@@ -707,7 +707,8 @@ def _accessed_vector(access) -> ir.Type:
     return access.operands[0].type if access.name == "vector.store" else access.results[0].type
 
 
-def _memref_position(access) -> int:
+def memref_position(access) -> int:
+    """The operand position of the memref that an indexed access (INDEXED_ACCESSES) reads or writes."""
     return 1 if access.name in STORES else 0
 
 
@@ -732,7 +733,7 @@ def _whole_run_view(access, runs: dict) -> ir.OpView | None:
     whole (a 1-D vector of W elements at index 0, through views without dynamic operands), or None."""
     if access.name not in ("vector.load", "vector.store"):
         return None
-    at = _memref_position(access)
+    at = memref_position(access)
     vector = ir.VectorType(_accessed_vector(access))
     if vector.rank != 1 or not all(_is_constant_zero(i) for i in access.operands[at + 1:]):
         return None
@@ -757,7 +758,7 @@ def _run_start(run_view) -> ir.Value:
 
 def _address_operands(access) -> list[ir.Value]:
     """What the address of `access` is made of: its indices and the operands of the views it goes through."""
-    at = _memref_position(access)
+    at = memref_position(access)
     values, view = list(access.operands[at + 1:]), access.operands[at].owner
     while isinstance(view, ir.OpView) and view.name == "memref.subview":
         values += list(view.operands[1:])
@@ -782,7 +783,7 @@ def _thread_dependence() -> Callable[[ir.Value], bool]:
 def _interleave(access, run_view, lanes: int, threads: int) -> None:
     """Replace `access` (a whole run of W columns through `run_view`) by its W / V vectors of V = `lanes`
     elements, the j-th at column (j threads + thread_id.x) V instead of thread_id.x W + j V."""
-    at = _memref_position(access)
+    at = memref_position(access)
     whole = ir.VectorType(_accessed_vector(access))
     element, width = whole.element_type, whole.shape[0]
     tid = _run_start(run_view).owner.operands[0]

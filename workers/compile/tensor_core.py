@@ -90,7 +90,7 @@ class MmaPlan:
 
     @property
     def threads(self) -> int:
-        return WARPGROUP_THREADS * math.prod(self.warps) if self.warpgroup else WARP_SIZE * math.prod(self.warps)
+        return (WARPGROUP_THREADS if self.warpgroup else WARP_SIZE) * math.prod(self.warps)
 
     @property
     def block_dims(self) -> list[int]:
@@ -298,7 +298,7 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
                 f": ({ANY}) -> ({ANY}, {ANY})",
                 f"    transform.structured.vectorize %{k}_fr : {ANY}"]
     if plan.warpgroup:
-        # the block's matmul stays whole: mlir.warpgroup_matmuls gives it its K loop
+        # the block's matmul stays whole: wgmma.warpgroup_matmuls gives it its K loop
         out += [f"    %{k}_stages = transform.param.constant {plan.stages} : i64 -> !transform.param<i64>",
                 f'    transform.annotate {matmul_b} "{WGMMA}" = %{k}_stages : {ANY}, !transform.param<i64>',
                 f"    %{k}_wg_rows = transform.param.constant {plan.warp[0]} : i64 -> !transform.param<i64>",

@@ -74,13 +74,13 @@ def _check_tensor_map(buffer: BufferSpec, names_before: list[str]) -> None:
 
 def check_config(config: LaunchConfig) -> None:
     names = {b.name for b in config.buffers}
-    for b in config.buffers:
+    for i, b in enumerate(config.buffers):
         if b.dtype not in TORCH_DTYPES:
             raise ConfigError(f"buffer {b.name}: unsupported element type {b.dtype}")
         if b.role == "constant" and (b.values is None or len(b.values) != math.prod(b.shape)):
             raise ConfigError(f"constant buffer {b.name} lacks its {math.prod(b.shape)} values")
         if b.role == "tensor_map":
-            _check_tensor_map(b, names_before=[x.name for x in config.buffers[:config.buffers.index(b)]])
+            _check_tensor_map(b, names_before=[x.name for x in config.buffers[:i]])
     for out in config.outputs:
         if out.buffer not in names:
             raise ConfigError(f"output names unknown buffer {out.buffer!r}")
