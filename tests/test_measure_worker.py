@@ -16,7 +16,7 @@ from workers.measure import gpu_unavailable, measure_iteration, report
 from workers.measure.gpu_run import RunOutcome, _classify
 from workers.measure.launch import (ConfigError, calls_device_malloc, check_config, model_file, pack_args,
                                     pathological_launches)
-from workers.measure.process import run_in_group
+from workers.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
 from workers.measure.tensor_map import tiled_arguments
 from workers.measure.timing import LAUNCH_HEADSTART_CYCLES, summarize, time_gpu

@@ -6,22 +6,26 @@ the same seed. torch-mlir's bundled MLIR is used only here, and the IR is handed
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import math
 import os
 import re
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from workers.model_loader import ModelLoadError, load_model
+from workers.model_loader import ModelLoadError, load_model, out_of_memory, tensor_inputs
 from workers.records import ModelInfo
 from workers.atomic import write_text
 from workers.layout import LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE
+from workers.process import run_in_group
 
 
 class FrontendError(Exception):
@@ -29,17 +33,21 @@ class FrontendError(Exception):
 
 
 class _Lifted(nn.Module):
-    """The model as a pure function of (inputs..., parameters and buffers...)."""
+    """The model as a pure function of (tensor inputs..., parameters and buffers...); the inputs that are
+    Python numbers are constants of the function, at their place in the model's argument list."""
 
-    def __init__(self, model: nn.Module, state_names: list[str], n_inputs: int):
+    def __init__(self, model: nn.Module, state_names: list[str], inputs: list):
         super().__init__()
         self.model = model
         self.state_names = state_names
-        self.n_inputs = n_inputs
+        self.inputs = inputs  # None where a tensor argument goes
+        self.n_inputs = sum(x is None for x in inputs)
 
     def forward(self, *args):
         state = dict(zip(self.state_names, args[self.n_inputs:]))
-        return torch.func.functional_call(self.model, state, args[: self.n_inputs])
+        tensors = iter(args[: self.n_inputs])
+        call = [next(tensors) if x is None else x for x in self.inputs]
+        return torch.func.functional_call(self.model, state, tuple(call))
 
 
 def _failing_op(message: str) -> str:
@@ -85,16 +93,16 @@ def _decompositions() -> dict:
     return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition}
 
 
-def export_linalg(model: nn.Module, inputs: list[torch.Tensor]) -> tuple[str, list[str], list[list[int]]]:
-    """(IR text, lifted state names, output shapes)."""
+def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[list[int]]]:
+    """(IR text, lifted state names, output shapes). `inputs`: tensors and Python numbers."""
     from torch_mlir import fx
     from torch_mlir.compiler_utils import OutputType
 
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     names = list(state)
-    lifted = _Lifted(model, names, len(inputs))
+    lifted = _Lifted(model, names, [None if isinstance(x, torch.Tensor) else x for x in inputs])
     with torch.no_grad():
-        module = fx.export_and_import(lifted, *inputs, *[state[n].detach() for n in names],
+        module = fx.export_and_import(lifted, *tensor_inputs(inputs), *[state[n].detach() for n in names],
                                       output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
                                       decomposition_table=_decompositions())
     _strip_asserts(module)
@@ -134,7 +142,7 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
     if path.is_file() and (done := lowered_before(path, job_dir, seed)):
         return done
     try:
-        model, inputs = load_model(str(path), seed)
+        model, inputs = load_model(str(path), seed, input_values=False)
     except ModelLoadError as e:
         raise FrontendError(str(e)) from None
     started = time.perf_counter()
@@ -143,6 +151,8 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
             with _stderr_to(diagnostics):  # MLIR prints its diagnostics (the failing op) to fd 2
                 text, names, outputs = export_linalg(model, inputs)
         except Exception as e:  # torch.export and torch-mlir raise many types; all mean "cannot export"
+            if out_of_memory(e):
+                raise MemoryError(str(e)) from None
             diagnostics.seek(0)
             errors = [line for line in diagnostics.read().splitlines() if "error:" in line]
             cause = (errors[0].split("error:", 1)[1].strip() if errors
@@ -158,7 +168,8 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
 
     info = ModelInfo(
         name=path.stem, model_path=str(path), ops=[],
-        input_shapes=[list(t.shape) for t in inputs], input_dtypes=[str(t.dtype).replace("torch.", "") for t in inputs],
+        input_shapes=[list(t.shape) for t in tensor_inputs(inputs)],
+        input_dtypes=[str(t.dtype).replace("torch.", "") for t in tensor_inputs(inputs)],
         weight_names=names, output_shapes=outputs, export_seconds=round(seconds, 3), seed=seed)
     info.ops = [f.info for f in analyze(text, default_pipeline("sm_90a").pre_schedule)]
     os.makedirs(job_dir, exist_ok=True)
@@ -167,3 +178,62 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
     write_text(os.path.join(job_dir, LINALG_FILE), text)
     write_text(os.path.join(job_dir, MODEL_INFO_FILE), info.to_json(indent=2))
     return info
+
+
+@dataclass(frozen=True)
+class LoweringLimits:
+    """What one model's lowering may take. torch-mlir unrolls recurrent networks step by step (an LSTM
+    became ~11,800 linalg ops in 600-700 s) and has needed over 23 GB for one large model: past these
+    the lowering fails once, with the reason, instead of holding a worker or the machine."""
+
+    seconds: float = 900
+    memory_gb: float = 12
+
+
+def lower_model_bounded(model_path: str, job_dir: str, seed: int = 0,
+                        limits: LoweringLimits = LoweringLimits()) -> ModelInfo:
+    """lower_model in a child process (python -m workers.frontend) held to `limits`."""
+    path = Path(model_path).resolve()
+    if path.is_file() and (done := lowered_before(path, job_dir, seed)):
+        return done
+    cmd = [sys.executable, "-m", "workers.frontend", str(path), job_dir, "--seed", str(seed)]
+    try:
+        code, output = run_in_group(cmd, limits.seconds, int(limits.memory_gb * (1 << 30)))
+    except TimeoutError:
+        raise FrontendError(f"{path.name}: lowering to linalg-on-tensors ran past its limit of {limits.seconds:.0f} s "
+                            "and was stopped (recurrent networks unroll every time step; a smaller sequence or "
+                            "another model goes on)") from None
+    lines = output.strip().splitlines()
+    verdict = json.loads(lines[-1]) if lines and lines[-1].startswith('{"') else {}
+    if code == 0 and "error" not in verdict:
+        with open(os.path.join(job_dir, MODEL_INFO_FILE)) as f:
+            return ModelInfo.from_json(f.read())
+    if "error" in verdict:
+        raise FrontendError(verdict["error"])
+    memory = code == 3 or "bad_alloc" in output  # MemoryError in Python, or C++ out of memory
+    cause = (f"needed more than its {limits.memory_gb:g} GB memory limit" if memory else
+             f"its process ended with status {code}: {(lines or ['no output'])[-1][:300]}")
+    raise FrontendError(f"{path.name}: lowering to linalg-on-tensors failed: {cause}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child of lower_model_bounded: lowers one model, prints a JSON verdict as its last line."""
+    parser = argparse.ArgumentParser(description="Lower one KernelBench-format model to linalg-on-tensors.")
+    parser.add_argument("model")
+    parser.add_argument("job_dir")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        lower_model(args.model, args.job_dir, args.seed)
+    except FrontendError as e:
+        print(json.dumps({"error": str(e)}))
+        return 2
+    except MemoryError:
+        print("MemoryError", file=sys.stderr)
+        return 3
+    print(json.dumps({"ok": True}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,6 +17,11 @@ class ModelLoadError(Exception):
     """The file is not a loadable KernelBench model; the message names the file and the cause."""
 
 
+def out_of_memory(e: BaseException) -> bool:
+    """Whether `e` is an allocation that failed (Python's MemoryError, or torch's C++ allocator)."""
+    return isinstance(e, MemoryError) or "can't allocate memory" in str(e) or "bad_alloc" in str(e)
+
+
 def load_module(model_path: str):
     path = Path(model_path)
     if not path.is_file():
@@ -36,17 +41,43 @@ def load_module(model_path: str):
     return module
 
 
-def load_model(model_path: str, seed: int = 0) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+SCALARS = (bool, int, float)  # what get_inputs() may return besides tensors (KernelBench's matrix-scalar product)
+
+
+def tensor_inputs(inputs: list) -> list[torch.Tensor]:
+    """The tensors among a model's inputs: the kernels' input buffers, in order (scalars are constants of
+    the lowered function)."""
+    return [x for x in inputs if isinstance(x, torch.Tensor)]
+
+
+def _shaped_like(get_inputs) -> list:
+    """get_inputs()' tensors with their shapes and dtypes but unset values: made on the meta device, then
+    allocated untouched (the pages of a 6 GB KernelBench input are never written), for a lowering, which
+    reads no values. Where get_inputs() cannot run on the meta device, its real values."""
+    try:
+        with torch.device("meta"):
+            inputs = list(get_inputs())
+    except Exception:
+        return list(get_inputs())
+    return [torch.empty(x.shape, dtype=x.dtype) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def load_model(model_path: str, seed: int = 0, input_values: bool = True) -> tuple[torch.nn.Module, list]:
+    """The model (eval mode) and its inputs: tensors and Python scalars, in get_inputs() order.
+    input_values=False: the inputs' shapes and dtypes only matter (the tensors hold garbage)."""
     module = load_module(model_path)
     name = Path(model_path).name
     try:
         torch.manual_seed(seed)
         model = module.Model(*module.get_init_inputs()).eval()
         torch.manual_seed(seed)
-        inputs = list(module.get_inputs())
+        inputs = list(module.get_inputs()) if input_values else _shaped_like(module.get_inputs)
     except Exception as e:
+        if out_of_memory(e):
+            raise MemoryError(str(e)) from None
         raise ModelLoadError(f"{name}: building the model or its inputs failed ({type(e).__name__}: {e})") from None
-    bad = [i for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)]
+    bad = [i for i, x in enumerate(inputs) if not isinstance(x, (torch.Tensor, *SCALARS))]
     if bad:
-        raise ModelLoadError(f"{name}: get_inputs() must return tensors; entries {bad} are not")
+        raise ModelLoadError(f"{name}: get_inputs() must return tensors or Python numbers; entries {bad} are "
+                             f"{', '.join(sorted({type(inputs[i]).__name__ for i in bad}))}")
     return model, inputs

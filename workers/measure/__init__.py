@@ -15,7 +15,7 @@ from workers.layout import COMPILE_RESULT_FILE, version_dir
 from workers.measure import gpu_run, ncu, report
 from workers.measure.gpu_run import RunOutcome
 from workers.measure.launch import ConfigError, check_config, pathological_launches
-from workers.measure.process import run_in_group
+from workers.process import run_in_group
 from workers.records import LaunchConfig, MeasureResult
 
 GPU_EXTRA_HINT = ("install the gpu extra on a node with the CUDA toolkit headers and libcuda "
@@ -118,7 +118,7 @@ def _run_child(job_dir: str, version: int, timeout_s: float) -> RunOutcome:
     if os.path.exists(result_path):
         os.unlink(result_path)
     try:
-        output = run_in_group([*gpu_run.COMMAND, job_dir, str(version), result_path], timeout_s)
+        _, output = run_in_group([*gpu_run.COMMAND, job_dir, str(version), result_path], timeout_s)
     except TimeoutError as e:
         if not os.path.exists(result_path):  # else it reported and then stuck on its way out
             return RunOutcome(status="timeout", error=f"{e} (a hung kernel, or a run slower than the limit)")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from workers.measure import gpu_run
-from workers.measure.process import run_in_group
+from workers.process import run_in_group
 from workers.records import KernelMetrics
 
 # KernelMetrics field -> the raw ncu metric it reads (DESIGN.md's list)
@@ -122,7 +122,7 @@ def profile(job_dir: str, version: int, kernels: list[str], timeout_s: float) ->
         result_path = os.path.join(job_dir, f"v{version}", ".ncu_run.json")
         cmd = [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--metrics", ",".join(metrics),
                "--kernel-name", f"regex:^({names})$", *gpu_run.COMMAND, job_dir, str(version), result_path, "--once"]
-        output = run_in_group(cmd, max(1.0, deadline - time.monotonic()))
+        _, output = run_in_group(cmd, max(1.0, deadline - time.monotonic()))
         unknown = [m for m in _unknown_metrics(output) if m in metrics]
         if not unknown:
             try:

@@ -1,0 +1,377 @@
+"""The KernelBench harness: does v0 compile for every problem, is it correct, and is it fast?
+
+    .venv/bin/python benchmarks/kernelbench.py compile [--level 1 2 3 | PROBLEM.py...] [--out kb-out]
+    python3 benchmarks/kernelbench.py measure [--out kb-out] [--record FILE]      # on a GPU node
+    .venv/bin/python benchmarks/kernelbench.py table [--out kb-out]               # what is recorded so far
+
+`compile` (CPU machine): each problem is lowered (the frontend's own time and memory limits) and its v0
+compiled to PTX that ptxas accepts, in a child process of its own with a time limit, two at a time.
+Resumable: a problem whose row is recorded (OUT/levelN/<problem>.compile.json) is not redone unless
+--again. Each row says the stage that failed and MLIR's or torch-mlir's first error line.
+
+`measure` (GPU node, no torch-mlir needed): every compiled v0 through the measure worker (correctness
+on several input draws, timing beside eager and torch.compile with one protocol); torch.compile's
+compilations run in parallel processes first, their times cached per problem and GPU
+(reference_timing.json), so the sequential timing measures dozens of problems in one device call.
+
+The tables count a problem that did not compile, or was wrong, as not fast. fast_p: correct and faster
+than the peer by more than a factor p (KernelBench's metric; its README gives torch.compile's figures).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from workers.jsonrecord import JsonRecord  # noqa: E402
+
+SUITE = REPO.parent / "shared" / "kernelbench"
+LEVELS = (1, 2, 3)
+COMPILE_LIMIT_S = 1200  # one problem's lowering (its own limit, 900 s) and v0 compile together
+COMPILE_MEMORY_GB = 12  # the compile child's address space (the lowering's own limit within it)
+
+
+@dataclass
+class CompileRow(JsonRecord):
+    problem: str  # file stem, e.g. "19_ReLU"
+    level: int
+    ok: bool
+    stage: str  # "done", or where it failed: frontend, schedule, transform, host-check, lowering, ptxas, crash
+    error: str = ""  # the first line that says what went wrong
+    reason: str = ""  # the whole message (one paragraph)
+    lower_s: float = 0.0
+    compile_s: float = 0.0
+    kernels: int = 0
+
+
+@dataclass
+class MeasureRow(JsonRecord):
+    problem: str
+    level: int
+    status: str  # the measure worker's: ok, wrong_result, launch_error, ..., or "not compiled"
+    correct: bool = False
+    ours_us: float = 0.0
+    eager_us: float = 0.0
+    compiled_us: float = 0.0  # torch.compile; 0 where it failed
+    max_abs_err: float = 0.0
+    device: str = ""
+    error: str = ""
+
+
+def problems(levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
+    """(level, file) of each problem asked for: the named files, else every file of the levels."""
+    if files:
+        return [(_level_of(Path(f)), Path(f).resolve()) for f in files]
+    return [(level, path) for level in levels
+            for path in sorted((SUITE / f"level{level}").glob("*.py"), key=lambda p: _number(p.stem))]
+
+
+def _level_of(path: Path) -> int:
+    return int(path.parent.name[5:]) if path.parent.name.startswith("level") else 0
+
+
+def _number(stem: str) -> tuple[int, str]:
+    head = stem.split("_", 1)[0]
+    return (int(head), stem) if head.isdigit() else (10**6, stem)
+
+
+def job_dir(out: Path, level: int, problem: Path) -> Path:
+    return out / f"level{level}" / problem.stem
+
+
+def row_path(out: Path, level: int, problem: Path, kind: str) -> Path:
+    return out / f"level{level}" / f"{problem.stem}.{kind}.json"
+
+
+def first_error_line(message: str) -> str:
+    """The line of a (possibly multi-line MLIR) message that names the error."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    named = [line for line in lines if "error:" in line]
+    return (named or lines or [""])[0][:300]
+
+
+# -- compile (CPU) ---------------------------------------------------------------------------------
+
+def compile_problem(level: int, problem: Path, job: Path) -> CompileRow:
+    """Lower and compile v0 of one problem, in this process (the child of compile_in_child)."""
+    from workers.compile import compile_iteration, initial_params
+    from workers.compile.schedule import ScheduleError
+    from workers.frontend import FrontendError, lower_model_bounded
+
+    row = CompileRow(problem.stem, level, ok=False, stage="frontend")
+    started = time.perf_counter()
+    try:
+        lower_model_bounded(str(problem), str(job))
+    except FrontendError as e:
+        row.reason = str(e)
+        row.error = first_error_line(row.reason)
+        return row
+    row.lower_s = round(time.perf_counter() - started, 1)
+    started = time.perf_counter()
+    try:
+        params = initial_params(str(job))
+    except ScheduleError as e:
+        row.stage, row.reason = "schedule", f"v0: {e}"
+        row.error = first_error_line(row.reason)
+        return row
+    result = compile_iteration(str(job), 0, params)
+    row.compile_s = round(time.perf_counter() - started, 1)
+    row.ok, row.stage, row.kernels = result.ok, result.stage, result.kernel_count
+    row.reason = result.error or ""
+    row.error = first_error_line(row.reason)
+    return row
+
+
+def compile_in_child(level: int, problem: Path, out: Path, limit_s: float) -> CompileRow:
+    """compile_problem in a child process held to `limit_s` and COMPILE_MEMORY_GB; its row, recorded."""
+    from workers.process import run_in_group
+
+    job = job_dir(out, level, problem)
+    job.parent.mkdir(parents=True, exist_ok=True)
+    path = row_path(out, level, problem, "compile")
+    cmd = [sys.executable, __file__, "_compile_one", str(level), str(problem), str(job), str(path)]
+    started = time.perf_counter()
+    try:
+        code, output = run_in_group(cmd, limit_s, COMPILE_MEMORY_GB << 30)
+    except TimeoutError:
+        code, output = -9, f"ran past the harness's limit of {limit_s:.0f} s"
+    if code != 0 or not path.exists():
+        lines = [line for line in output.strip().splitlines() if line.strip()]
+        cause = "ran out of its memory limit" if "MemoryError" in output or "bad_alloc" in output else \
+            (lines or ["no output"])[-1][:300]
+        row = CompileRow(problem.stem, level, ok=False, stage="crash", error=cause,
+                         reason=f"the compile child ended with status {code}: {cause}",
+                         compile_s=round(time.perf_counter() - started, 1))
+        path.write_text(row.to_json(indent=2))
+    return CompileRow.from_json(path.read_text())
+
+
+def compile_all(items: list[tuple[int, Path]], out: Path, again: bool, jobs: int, limit_s: float) -> list[CompileRow]:
+    todo = [(level, p) for level, p in items if again or not row_path(out, level, p, "compile").exists()]
+    done = len(items) - len(todo)
+    if done:
+        print(f"{done} of {len(items)} problems already compiled in {out} (--again redoes them)", file=sys.stderr)
+
+    def one(item: tuple[int, Path]) -> CompileRow:
+        level, problem = item
+        row = compile_in_child(level, problem, out, limit_s)
+        verdict = "compiled" if row.ok else f"FAILED at {row.stage}: {row.error}"
+        print(f"level{level}/{problem.stem}: {verdict} ({row.lower_s + row.compile_s:.0f} s)", file=sys.stderr,
+              flush=True)
+        return row
+
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(one, todo))
+    return [CompileRow.from_json(row_path(out, level, p, "compile").read_text()) for level, p in items]
+
+
+# -- measure (GPU node) -----------------------------------------------------------------------------
+
+def _precompile_peers(jobs: list[Path], workers: int) -> None:
+    """torch.compile of each problem's model in parallel processes, filling Inductor's cache, so that
+    the sequential timing (one problem at a time on the GPU) spends no minutes compiling."""
+    def one(job: Path) -> None:
+        subprocess.run([sys.executable, "-m", "workers.measure.warm_peer", str(job)], capture_output=True,
+                       timeout=600)
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, jobs))
+
+
+def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s: float,
+                budget_s: float, peer_workers: int) -> list[MeasureRow]:
+    from workers.measure import measure_iteration
+    from workers.records import CompileResult
+
+    started = time.monotonic()
+    compiled, rows = [], {}
+    for level, problem in items:
+        path = row_path(out, level, problem, "measure")
+        compile_result = job_dir(out, level, problem) / "v0" / "compile_result.json"
+        if path.exists() and not again:
+            rows[path] = MeasureRow.from_json(path.read_text())
+        elif not compile_result.exists() or not CompileResult.from_json(compile_result.read_text()).ok:
+            rows[path] = MeasureRow(problem.stem, level, "not compiled")
+        else:
+            compiled.append((level, problem))
+    print(f"measuring {len(compiled)} compiled problems; torch.compile of each first, {peer_workers} at a time",
+          file=sys.stderr, flush=True)
+    _precompile_peers([job_dir(out, level, p) for level, p in compiled], peer_workers)
+    for level, problem in compiled:
+        if time.monotonic() - started > budget_s:
+            print(f"budget of {budget_s:.0f} s spent: level{level}/{problem.stem} and the rest are unrun",
+                  file=sys.stderr)
+            break
+        result = measure_iteration(str(job_dir(out, level, problem)), 0, profile=False, timeout_s=timeout_s)
+        row = MeasureRow(problem.stem, level, result.status, correct=bool(result.correct),
+                         ours_us=_us(result.time), eager_us=_us(result.eager), compiled_us=_us(result.compiled),
+                         max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300])
+        path = row_path(out, level, problem, "measure")
+        path.write_text(row.to_json(indent=2))
+        rows[path] = row
+        print(f"level{level}/{problem.stem}: {row.status}, ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, "
+              f"torch.compile {row.compiled_us:.1f}", file=sys.stderr, flush=True)
+    return list(rows.values())
+
+
+def _us(timing) -> float:
+    return round(timing.median_us, 2) if timing else 0.0
+
+
+# -- tables -----------------------------------------------------------------------------------------
+
+@dataclass
+class LevelSummary:
+    level: int
+    problems: int = 0
+    compiled: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # stage -> problems that failed there
+
+
+def compile_summary(rows: list[CompileRow]) -> list[LevelSummary]:
+    levels = {}
+    for row in rows:
+        s = levels.setdefault(row.level, LevelSummary(row.level))
+        s.problems += 1
+        s.compiled += row.ok
+        if not row.ok:
+            s.failures[row.stage] = s.failures.get(row.stage, 0) + 1
+    return [levels[k] for k in sorted(levels)]
+
+
+def compile_table(rows: list[CompileRow]) -> str:
+    lines = ["| level | problems | v0 compiled | failed at (stage: problems) |", "|---|---|---|---|"]
+    for s in compile_summary(rows):
+        failures = ", ".join(f"{stage}: {n}" for stage, n in sorted(s.failures.items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {s.level} | {s.problems} | {s.compiled} ({100 * s.compiled / s.problems:.0f}%) | "
+                     f"{failures or '-'} |")
+    failed = [r for r in rows if not r.ok]
+    if failed:
+        lines += ["", "| problem | stage | first error line |", "|---|---|---|"]
+        lines += [f"| level{r.level}/{r.problem} | {r.stage} | {r.error.replace('|', '/')} |" for r in failed]
+    return "\n".join(lines)
+
+
+def _fast(rows: list[MeasureRow], peer: str, p: float) -> float:
+    """fast_p against `peer` ("eager" or "compiled"): the fraction of rows correct and faster by more than p."""
+    hits = sum(1 for r in rows if r.correct and r.ours_us > 0 and getattr(r, f"{peer}_us") > p * r.ours_us)
+    return hits / len(rows) if rows else 0.0
+
+
+def _geomean(rows: list[MeasureRow], peer: str) -> float:
+    """Geometric mean of peer time / our time over the correct rows that both timed."""
+    ratios = [getattr(r, f"{peer}_us") / r.ours_us for r in rows if r.correct and r.ours_us and getattr(r, f"{peer}_us")]
+    return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else 0.0
+
+
+def measure_table(rows: list[MeasureRow]) -> str:
+    lines = ["| level | problems | correct (fast_0) | fast_1 / fast_1.2 vs eager | geomean vs eager | "
+             "fast_1 / fast_1.2 vs torch.compile | geomean vs torch.compile | torch.compile's fast_1 vs eager |",
+             "|---|---|---|---|---|---|---|---|"]
+    for level in sorted({r.level for r in rows}):
+        rs = [r for r in rows if r.level == level]
+        peer = [MeasureRow(r.problem, r.level, r.status, correct=r.compiled_us > 0, ours_us=r.compiled_us,
+                           eager_us=r.eager_us) for r in rs if r.eager_us]
+        lines.append(f"| {level} | {len(rs)} | {sum(r.correct for r in rs)} ({100 * _fast(rs, 'eager', 0):.0f}%) | "
+                     f"{_fast(rs, 'eager', 1):.2f} / {_fast(rs, 'eager', 1.2):.2f} | {_geomean(rs, 'eager'):.2f}x | "
+                     f"{_fast(rs, 'compiled', 1):.2f} / {_fast(rs, 'compiled', 1.2):.2f} | "
+                     f"{_geomean(rs, 'compiled'):.2f}x | {_fast(peer, 'eager', 1):.2f} |")
+    lines += ["", "| problem | status | ours us | eager us | torch.compile us | vs eager | vs torch.compile |",
+              "|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r.level, _number(r.problem))):
+        ratio = lambda peer: f"{peer / r.ours_us:.2f}x" if r.correct and r.ours_us and peer else "-"  # noqa: E731
+        lines.append(f"| level{r.level}/{r.problem} | {r.status}{' ' + r.error[:80] if r.error else ''} | "
+                     f"{r.ours_us or '-'} | {r.eager_us or '-'} | {r.compiled_us or '-'} | {ratio(r.eager_us)} | "
+                     f"{ratio(r.compiled_us)} |")
+    return "\n".join(lines)
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def record(path: str, title: str, table: str, device: str) -> None:
+    """Append a dated section (device, commit, command) to a results file."""
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    command = " ".join([Path(sys.executable).name, *sys.argv])
+    with open(path, "a") as f:
+        f.write(f"\n## {title}, {stamp}\n\nDevice: {device}. Commit: {_commit()}. Command: `{command}`.\n\n"
+                f"{table}\n")
+
+
+def _rows(out: Path, items: list[tuple[int, Path]], kind: str, record_type):
+    return [record_type.from_json(path.read_text()) for level, p in items
+            if (path := row_path(out, level, p, kind)).exists()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("compile", "lower and compile v0 of each problem (CPU)"),
+                       ("measure", "measure each compiled v0 on this node's GPU"),
+                       ("table", "print the tables of what is recorded")):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("problems", nargs="*", help="problem files (default: every problem of --level)")
+        p.add_argument("--level", type=int, nargs="+", choices=LEVELS, default=list(LEVELS))
+        p.add_argument("--out", type=Path, default=Path("kb-out"), help="job folders and rows (default kb-out)")
+        p.add_argument("--record", help="append the table, dated, with device, commit and command, to FILE")
+        if name != "table":
+            p.add_argument("--again", action="store_true", help="redo problems that have a recorded row")
+    sub.choices["compile"].add_argument("--jobs", type=int, default=2, help="problems compiled at once (2)")
+    sub.choices["compile"].add_argument("--limit", type=float, default=COMPILE_LIMIT_S,
+                                        help=f"seconds per problem, lowering included ({COMPILE_LIMIT_S})")
+    sub.choices["measure"].add_argument("--timeout", type=float, default=120, help="seconds per measurement (120)")
+    sub.choices["measure"].add_argument("--budget", type=float, default=540,
+                                        help="stop starting measurements after this many seconds (540)")
+    sub.choices["measure"].add_argument("--peer-workers", type=int, default=8,
+                                        help="torch.compile processes warming the peers at once (8)")
+    args = parser.parse_args(argv)
+    items = problems(args.level, args.problems)
+    if not items:
+        parser.error(f"no problems found (suite: {SUITE})")
+    if args.command == "compile":
+        rows = compile_all(items, args.out, args.again, args.jobs, args.limit)
+        table, device = compile_table(rows), "CPU machine (ptxas -arch=sm_90a judges the PTX)"
+        title = "v0 compiles (CPU)"
+    elif args.command == "measure":
+        rows = measure_all(items, args.out, args.again, args.timeout, args.budget, args.peer_workers)
+        table, title = measure_table(rows), "v0 measured"
+        device = next((r.device for r in rows if r.device), "no GPU")
+    else:
+        compiled = _rows(args.out, items, "compile", CompileRow)
+        measured = _rows(args.out, items, "measure", MeasureRow)
+        table = "\n\n".join(t for t in (compile_table(compiled) if compiled else "",
+                                        measure_table(measured) if measured else "") if t) or "nothing recorded"
+        print(table)
+        return 0
+    print(table)
+    if args.record:
+        record(args.record, title, table, device)
+    return 0
+
+
+def _compile_one(argv: list[str]) -> int:
+    level, problem, job, path = int(argv[0]), Path(argv[1]), Path(argv[2]), Path(argv[3])
+    row = compile_problem(level, problem, job)
+    from workers.atomic import write_text
+
+    write_text(str(path), row.to_json(indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["_compile_one"]:
+        sys.exit(_compile_one(sys.argv[2:]))
+    sys.exit(main())
