@@ -24,6 +24,7 @@ import datetime
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -39,7 +40,7 @@ from workers.jsonrecord import JsonRecord  # noqa: E402
 SUITE = REPO.parent / "shared" / "kernelbench"
 LEVELS = (1, 2, 3)
 COMPILE_LIMIT_S = 1200  # one problem's lowering (its own limit, 900 s) and v0 compile together
-COMPILE_MEMORY_GB = 12  # the compile child's address space (the lowering's own limit within it)
+COMPILE_MEMORY_GB = 10  # resident memory of a compile child (its lowering's own limit counts apart)
 
 
 @dataclass
@@ -135,21 +136,21 @@ def compile_problem(level: int, problem: Path, job: Path) -> CompileRow:
 
 def compile_in_child(level: int, problem: Path, out: Path, limit_s: float) -> CompileRow:
     """compile_problem in a child process held to `limit_s` and COMPILE_MEMORY_GB; its row, recorded."""
-    from workers.process import run_in_group
+    from workers.process import MemoryLimitExceeded, run_in_group
 
     job = job_dir(out, level, problem)
+    shutil.rmtree(job, ignore_errors=True)  # a fresh lowering and v0: compile_iteration keeps a recorded v0
     job.parent.mkdir(parents=True, exist_ok=True)
     path = row_path(out, level, problem, "compile")
     cmd = [sys.executable, __file__, "_compile_one", str(level), str(problem), str(job), str(path)]
     started = time.perf_counter()
     try:
         code, output = run_in_group(cmd, limit_s, COMPILE_MEMORY_GB << 30)
-    except TimeoutError:
-        code, output = -9, f"ran past the harness's limit of {limit_s:.0f} s"
+    except (TimeoutError, MemoryLimitExceeded) as e:
+        code, output = -9, str(e)
     if code != 0 or not path.exists():
         lines = [line for line in output.strip().splitlines() if line.strip()]
-        cause = "ran out of its memory limit" if "MemoryError" in output or "bad_alloc" in output else \
-            (lines or ["no output"])[-1][:300]
+        cause = (lines or ["no output"])[-1][:300]
         row = CompileRow(problem.stem, level, ok=False, stage="crash", error=cause,
                          reason=f"the compile child ended with status {code}: {cause}",
                          compile_s=round(time.perf_counter() - started, 1))

@@ -1,16 +1,16 @@
 """Hypothesis families -> one concrete ScheduleEdit each (or None where the family does not apply).
 
 Every edit keeps the schedule valid for the compile stage: tiles keep dividing the loop extents,
-thread counts stay within 32..1024, at most 3 loops go to the grid.
+thread counts stay within 32..1024.
 """
 from __future__ import annotations
 
 import math
 from typing import Callable
 
-from workers.records import (IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE, WARPGROUP_THREADS,
-                             OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_aligned,
-                             reduction_extents, wgmma_k_step)
+from workers.records import (MAX_BLOCKS_PER_SM, V0_REDUCTION_TILE, WARPGROUP_THREADS,
+                             OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_aligned, img2col_applies,
+                             reduction_extents, warp_can_merge, wgmma_k_step)
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 
@@ -26,7 +26,7 @@ def _valid(block: list[int], thread: list[int], op: OpInfo) -> bool:
     for b, t, extents in zip(block, thread, op.tile_alignments):  # an img2col gather's index arithmetic
         if not all(img2col_aligned(tile, extents) for tile in (b, t) if tile):
             return False
-    return MIN_THREADS <= _threads(block, thread, op) <= MAX_THREADS and sum(1 for b in block if b) <= MAX_GRID_DIMS
+    return MIN_THREADS <= _threads(block, thread, op) <= MAX_THREADS
 
 
 def _parallel_dims(op: OpInfo, s: OpSchedule) -> list[int]:
@@ -196,7 +196,7 @@ def cap_registers(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdi
 def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """A 2-D conv as a gather fused into a register-tiled matmul (structured.convert_conv2d_to_img2col).
     The tiles then address the matmul's loops, so the edit carries the matmul template's tiles too."""
-    if s.img2col or op.name not in IMG2COL_CONVS or s.tensor_core != "none" or s.split_reduction \
+    if s.img2col or not img2col_applies(op) or s.tensor_core != "none" or s.split_reduction \
             or s.block_reduction:
         return None
     from workers.compile.schedule import img2col_schedule  # the compile stage's matmul template
@@ -208,7 +208,7 @@ def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEd
 
 def enable_warp_merge(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """A block reduction's (or row kernel's) merge in warp shuffles: a barrier less per reduction."""
-    if s.warp_merge or not (s.block_reduction or s.row_kernel):
+    if s.warp_merge or not warp_can_merge(s):
         return None
     return ScheduleEdit(s.op_index, "warp_merge", True)
 

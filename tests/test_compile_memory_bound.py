@@ -482,17 +482,18 @@ def test_interleaving_gives_each_thread_vectors_a_block_width_apart_the_same_for
         assert [_columns_of(a, 8) for a in loads[2:]] == x_columns == [_columns_of(a, 8) for a in stores]
 
 
-def test_interleaving_refuses_a_run_read_in_part():
-    """A weight run read as 4 of its 8 columns cannot be interleaved with the kernel's other accesses: an
-    error, not a kernel whose accesses disagree on which column is which."""
+def test_interleaving_leaves_a_kernel_with_a_run_read_in_part_as_it_was():
+    """A weight run read as 4 of its 8 columns cannot be interleaved with the kernel's other accesses: the
+    kernel stays as it was (a note says so), never one whose accesses disagree on which column is which."""
     partial = ROW_RUNS.replace(
         "%b = vector.load %ws[%c0] : memref<8xf32, strided<[1], offset: ?>>, vector<8xf32>",
         "%b4 = vector.load %ws[%c0] : memref<8xf32, strided<[1], offset: ?>>, vector<4xf32>\n"
         "      %b = vector.insert_strided_slice %b4, %a {offsets = [0], strides = [1]} : vector<4xf32> into vector<8xf32>")
     with mlir.context():
         module = mlir.parse(partial, "a run read in part")
-        with pytest.raises(mlir.MlirError, match="interleave_columns: kernel rows"):
-            mlir.interleave_thread_columns(module, {"rows"}, 16)
+        before = str(module)
+        notes = mlir.interleave_thread_columns(module, {"rows"}, 16)
+        assert str(module) == before and len(notes) == 1 and "interleave_columns left kernel rows" in notes[0]
 
 
 def _access_offsets(body: str) -> list[list[int]]:

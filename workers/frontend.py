@@ -21,11 +21,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from workers.model_loader import ModelLoadError, load_model, out_of_memory, tensor_inputs
+from workers.model_loader import ModelLoadError, load_model, tensor_inputs
 from workers.records import ModelInfo
 from workers.atomic import write_text
 from workers.layout import LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE
-from workers.process import run_in_group
+from workers.process import MemoryLimitExceeded, run_in_group
 
 
 class FrontendError(Exception):
@@ -87,10 +87,51 @@ def var_mean_decomposition(x: torch.Tensor, dim=None, *, correction=None, keepdi
     return var, mean if keepdim else torch.squeeze(mean, dims)
 
 
+def group_norm_decomposition(x: torch.Tensor, weight, bias, n: int, channels: int, hw: int, groups: int,
+                             eps: float):
+    """aten.native_group_norm through views and reductions: the default decomposition ends in two
+    as_strided, which torch-mlir imports as gathers with an index tensor the size of the output (a
+    32768 x 4096 GroupNorm needed over 10 GB to lower)."""
+    grouped = x.reshape(n, groups, -1)
+    mean = torch.mean(grouped, -1, keepdim=True)
+    deviation = grouped - mean
+    rstd = torch.rsqrt(torch.mean(deviation * deviation, -1, keepdim=True) + eps)
+    out = (deviation * rstd).reshape(x.shape)
+    per_channel = [1, channels] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(per_channel)
+    if bias is not None:
+        out = out + bias.reshape(per_channel)
+    return out, mean.reshape(n, groups), rstd.reshape(n, groups)
+
+
+def _scan(x: torch.Tensor, dim: int, combine, identity: float, dtype) -> torch.Tensor:
+    """An inclusive scan along `dim` in ceil(log2(n)) elementwise steps (Hillis-Steele): step j combines
+    each element with the one 2^j before it (`identity` before the start). torch-mlir lowers cumsum and
+    cumprod to tm_tensor.scan, which no upstream pass lowers; these steps are plain linalg."""
+    y = x if dtype is None else x.to(dtype)
+    dim, n, step = dim % max(y.dim(), 1), y.shape[dim], 1
+    while step < n:
+        before = torch.full_like(y.narrow(dim, 0, step), identity)
+        y = combine(y, torch.cat([before, y.narrow(dim, 0, n - step)], dim))
+        step *= 2
+    return y
+
+
+def cumsum_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
+    return _scan(x, dim, torch.add, 0.0, dtype)
+
+
+def cumprod_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
+    return _scan(x, dim, torch.mul, 1.0, dtype)
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition}
+    return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition,
+            torch.ops.aten.native_group_norm.default: group_norm_decomposition,
+            torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition}
 
 
 def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[list[int]]]:
@@ -106,7 +147,7 @@ def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[
                                       output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
                                       decomposition_table=_decompositions())
     _strip_asserts(module)
-    func = module.body.operations[0]
+    func = next(op for op in module.body.operations if op.operation.name == "func.func")
     outputs = [list(t.shape) for t in func.type.results]
     return str(module), names, outputs
 
@@ -136,6 +177,47 @@ def lowered_before(path: Path, job_dir: str, seed: int) -> ModelInfo | None:
     return info if same_source and info.seed == seed else None
 
 
+# Recurrent layers (nn.RNN, nn.LSTM, nn.GRU) unroll into one group of ops per layer, direction and time
+# step: an LSTM of 6 layers over 512 steps became ~70,000 linalg ops (4,500 for 32 steps), far more kernels
+# than a model's compile takes, since the compile stage keeps no loop on the host. Past this many cell steps
+# the lowering is refused at once, with the count.
+MAX_RECURRENT_STEPS = 64
+
+
+class _TooManySteps(Exception):
+    pass
+
+
+def check_recurrent_steps(model: nn.Module, inputs: list) -> None:
+    """Raise FrontendError where a recurrent layer of `model` would unroll past MAX_RECURRENT_STEPS cell
+    steps on `inputs`: the layers' inputs are seen by pre-hooks that stop the model before any of them
+    runs (a model without recurrent layers is not run at all)."""
+    def count(layer: nn.RNNBase, args) -> None:
+        x = args[0]
+        time_steps = x.shape[1 if layer.batch_first and x.dim() == 3 else 0]
+        steps = time_steps * layer.num_layers * (2 if layer.bidirectional else 1)
+        if steps > MAX_RECURRENT_STEPS:
+            raise _TooManySteps(f"{type(layer).__name__} of {layer.num_layers} layer(s) over {time_steps} time steps"
+                                f"{', both directions' if layer.bidirectional else ''} unrolls into {steps} cell steps")
+
+    layers = [m for m in model.modules() if isinstance(m, nn.RNNBase)]
+    if not layers:
+        return
+    hooks = [layer.register_forward_pre_hook(count) for layer in layers]
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    except _TooManySteps as e:
+        raise FrontendError(f"{e}, past the {MAX_RECURRENT_STEPS} this compile stage takes (each step's ops become "
+                            "kernels of their own; no time loop is kept on the host): a shorter sequence or fewer "
+                            "layers lower") from None
+    except Exception:  # the export below reports a model that cannot run
+        pass
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
 def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
     """Write job_dir/{model_linalg.mlir, model_info.json, model.py}; return the ModelInfo."""
     path = Path(model_path).resolve()
@@ -145,14 +227,16 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
         model, inputs = load_model(str(path), seed, input_values=False)
     except ModelLoadError as e:
         raise FrontendError(str(e)) from None
+    try:
+        check_recurrent_steps(model, inputs)
+    except FrontendError as e:
+        raise FrontendError(f"{path.name}: {e}") from None
     started = time.perf_counter()
     with tempfile.TemporaryFile(mode="w+") as diagnostics:
         try:
             with _stderr_to(diagnostics):  # MLIR prints its diagnostics (the failing op) to fd 2
                 text, names, outputs = export_linalg(model, inputs)
         except Exception as e:  # torch.export and torch-mlir raise many types; all mean "cannot export"
-            if out_of_memory(e):
-                raise MemoryError(str(e)) from None
             diagnostics.seek(0)
             errors = [line for line in diagnostics.read().splitlines() if "error:" in line]
             cause = (errors[0].split("error:", 1)[1].strip() if errors
@@ -187,7 +271,7 @@ class LoweringLimits:
     the lowering fails once, with the reason, instead of holding a worker or the machine."""
 
     seconds: float = 900
-    memory_gb: float = 12
+    memory_gb: float = 10
 
 
 def lower_model_bounded(model_path: str, job_dir: str, seed: int = 0,
@@ -197,12 +281,15 @@ def lower_model_bounded(model_path: str, job_dir: str, seed: int = 0,
     if path.is_file() and (done := lowered_before(path, job_dir, seed)):
         return done
     cmd = [sys.executable, "-m", "workers.frontend", str(path), job_dir, "--seed", str(seed)]
+    failed = f"{path.name}: lowering to linalg-on-tensors"
     try:
         code, output = run_in_group(cmd, limits.seconds, int(limits.memory_gb * (1 << 30)))
     except TimeoutError:
-        raise FrontendError(f"{path.name}: lowering to linalg-on-tensors ran past its limit of {limits.seconds:.0f} s "
-                            "and was stopped (recurrent networks unroll every time step; a smaller sequence or "
-                            "another model goes on)") from None
+        raise FrontendError(f"{failed} ran past its limit of {limits.seconds:.0f} s and was stopped (recurrent "
+                            "networks unroll every time step; a shorter sequence lowers faster)") from None
+    except MemoryLimitExceeded:
+        raise FrontendError(f"{failed} needed more than its {limits.memory_gb:g} GB memory limit and was "
+                            "stopped") from None
     lines = output.strip().splitlines()
     verdict = json.loads(lines[-1]) if lines and lines[-1].startswith('{"') else {}
     if code == 0 and "error" not in verdict:
@@ -210,10 +297,8 @@ def lower_model_bounded(model_path: str, job_dir: str, seed: int = 0,
             return ModelInfo.from_json(f.read())
     if "error" in verdict:
         raise FrontendError(verdict["error"])
-    memory = code == 3 or "bad_alloc" in output  # MemoryError in Python, or C++ out of memory
-    cause = (f"needed more than its {limits.memory_gb:g} GB memory limit" if memory else
-             f"its process ended with status {code}: {(lines or ['no output'])[-1][:300]}")
-    raise FrontendError(f"{path.name}: lowering to linalg-on-tensors failed: {cause}")
+    raise FrontendError(f"{failed} failed: its process ended with status {code}: "
+                        f"{(lines or ['no output'])[-1][:300]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,9 +313,6 @@ def main(argv: list[str] | None = None) -> int:
     except FrontendError as e:
         print(json.dumps({"error": str(e)}))
         return 2
-    except MemoryError:
-        print("MemoryError", file=sys.stderr)
-        return 3
     print(json.dumps({"ok": True}))
     return 0
 

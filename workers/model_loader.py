@@ -17,11 +17,6 @@ class ModelLoadError(Exception):
     """The file is not a loadable KernelBench model; the message names the file and the cause."""
 
 
-def out_of_memory(e: BaseException) -> bool:
-    """Whether `e` is an allocation that failed (Python's MemoryError, or torch's C++ allocator)."""
-    return isinstance(e, MemoryError) or "can't allocate memory" in str(e) or "bad_alloc" in str(e)
-
-
 def load_module(model_path: str):
     path = Path(model_path)
     if not path.is_file():
@@ -70,14 +65,26 @@ def load_model(model_path: str, seed: int = 0, input_values: bool = True) -> tup
     try:
         torch.manual_seed(seed)
         model = module.Model(*module.get_init_inputs()).eval()
-        torch.manual_seed(seed)
-        inputs = list(module.get_inputs()) if input_values else _shaped_like(module.get_inputs)
     except Exception as e:
-        if out_of_memory(e):
-            raise MemoryError(str(e)) from None
-        raise ModelLoadError(f"{name}: building the model or its inputs failed ({type(e).__name__}: {e})") from None
+        raise ModelLoadError(f"{name}: building the model failed ({type(e).__name__}: {e})") from None
+    return model, draw_inputs(module, name, seed) if input_values else _checked(name, _shaped_like(module.get_inputs))
+
+
+def draw_inputs(module, name: str, seed: int) -> list:
+    """get_inputs() right after torch.manual_seed(seed): the inputs of draw `seed` (the model's own seed
+    gives the inputs every stage uses; other seeds, further draws for the correctness check)."""
+    try:
+        torch.manual_seed(seed)
+        return _checked(name, list(module.get_inputs()))
+    except ModelLoadError:
+        raise
+    except Exception as e:
+        raise ModelLoadError(f"{name}: making the model's inputs failed ({type(e).__name__}: {e})") from None
+
+
+def _checked(name: str, inputs: list) -> list:
     bad = [i for i, x in enumerate(inputs) if not isinstance(x, (torch.Tensor, *SCALARS))]
     if bad:
         raise ModelLoadError(f"{name}: get_inputs() must return tensors or Python numbers; entries {bad} are "
                              f"{', '.join(sorted({type(inputs[i]).__name__ for i in bad}))}")
-    return model, inputs
+    return inputs

@@ -2,32 +2,65 @@
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
+import threading
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _address_space_limit(memory_bytes: int):
-    def limit() -> None:  # within the limit this process was given itself (a bounded child's child)
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    return limit
+def group_rss(pgid: int) -> int:
+    """Resident bytes of every process in process group `pgid` (what a child and its own children hold)."""
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:  # stat's fields after the name: state, ppid, pgrp, ..., rss (22nd)
+                total += int(fields[21]) * PAGE
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+    return total
+
+
+class MemoryLimitExceeded(Exception):
+    """The child's process group held more resident memory than it was allowed, and was killed."""
 
 
 def run_in_group(cmd: list[str], timeout_s: float, memory_bytes: int | None = None,
                  env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run cmd in its own process group; return (exit status, stdout and stderr together). On timeout the
     whole group (ncu and its target, a lowering and its helpers) is killed, since a Celery hard time limit
-    would kill only the pool process, not its children. memory_bytes caps the child's address space: an
-    allocation past it fails inside the child (MemoryError), instead of the machine's OOM killer choosing."""
+    would kill only the pool process, not its children: TimeoutError. memory_bytes bounds the group's
+    resident memory (address space that is reserved but never touched does not count, as a lowering's
+    unwritten 17 GB input does not), checked twice a second: MemoryLimitExceeded."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
-                            preexec_fn=_address_space_limit(memory_bytes) if memory_bytes else None)
+                            start_new_session=True, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
+    over = threading.Event()
+
+    def watch() -> None:
+        while proc.poll() is None and not over.is_set():
+            if group_rss(proc.pid) > memory_bytes:
+                over.set()
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                over.wait(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True) if memory_bytes else None
+    if watcher:
+        watcher.start()
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise TimeoutError(f"{os.path.basename(cmd[0])} ran past {timeout_s:.0f} s and was killed") from None
+    finally:
+        if watcher:
+            over_limit = over.is_set()
+            over.set()
+            watcher.join()
+    if watcher and over_limit:
+        raise MemoryLimitExceeded(f"{os.path.basename(cmd[0])} held more than {memory_bytes / (1 << 30):.1f} GB "
+                                  "of memory and was killed")
     return proc.returncode, out

@@ -28,10 +28,8 @@ ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i
 # matmul-like kernels starts there, and the advisor's reduction_tiling proposes it.
 V0_REDUCTION_TILE = 8
 
-# A kernel maps at most this many loops to blocks (grid x, y, z): the compile stage's mapping of more
-# loops through linear block ids computed wrong results on the H200 (benchmarks/results/loop_h200.md).
-MAX_GRID_DIMS = 3
 MAX_BLOCKS_PER_SM = 32  # resident blocks an SM of an H100/H200 takes (OpSchedule.min_blocks_per_sm)
+WARP_SIZE = 32
 WARPGROUP_THREADS = 128  # four warps issue one wgmma together (OpSchedule.tensor_core "wgmma")
 WGMMA_ROW_BYTES = 128  # a wgmma kernel's staged rows: 128-byte swizzled, as wgmma reads them
 
@@ -59,6 +57,7 @@ class OpInfo(JsonRecord):
     # per loop, the extents a tile of it must divide or be a multiple of (img2col_op: the gather takes
     # the loop's index apart by them); empty: tiles only divide the loop
     tile_alignments: list[list[int]] = field(default_factory=list)
+    dilations: list[int] = field(default_factory=list)  # a named conv's or pooling's dilations; empty elsewhere
 
 
 @dataclass
@@ -172,14 +171,20 @@ def img2col_op(op: OpInfo) -> OpInfo:
                   tile_alignments=[alignments.get(d, []) for d in range(len(ranges))])
 
 
+def img2col_applies(op: OpInfo) -> bool:
+    """Whether structured.convert_conv2d_to_img2col takes the op: a 2-D conv of IMG2COL_CONVS, undilated."""
+    return op.name in IMG2COL_CONVS and len(op.loop_ranges) == 7 and all(d == 1 for d in op.dilations)
+
+
 def img2col_alignments(op: OpInfo) -> dict[int, list[int]]:
     """Per loop of img2col_op(op), the extents that its flattened index is taken apart by (floordiv and
     mod in the gather): the output pixels by the output width, the reduction by kh*kw and kw (nchw: k =
     (c*kh + i)*kw + j) or kw*c and c (nhwc: k = (i*kw + j)*c + c'). Tiling maps such an index right only
     where each tile divides, or is a multiple of, every one of these extents: an unaligned tile splits
     its slice of the input at the wrong place (wrong results on the GPU, nothing wrong in the IR)."""
-    if op.name not in IMG2COL_CONVS or len(op.loop_ranges) != 7:
-        raise ValueError(f"img2col applies to {', '.join(IMG2COL_CONVS)}, not {op.name}")
+    if not img2col_applies(op):
+        raise ValueError(f"img2col applies to undilated {', '.join(IMG2COL_CONVS)}, not {op.name}"
+                         + (f" with dilations {op.dilations}" if op.name in IMG2COL_CONVS else ""))
     r = op.loop_ranges
     if op.name == "linalg.conv_2d_nchw_fchw":  # (n, f, oh, ow, c, kh, kw)
         return {2: [r[3]], 3: [r[5] * r[6], r[6]]}
@@ -198,6 +203,9 @@ class ScheduleParams(JsonRecord):
     fuse_elementwise: bool = True  # run linalg-fuse-elementwise-ops before the schedule
     chip: str = "sm_90a"
     precision: str = "fp32"
+    # what a kernel without a schedule in `ops` gets: v0's operator-aware template, or (a repair) the
+    # conservative path (schedule.conservative_schedule)
+    conservative: bool = False
 
 
 @dataclass
@@ -304,6 +312,10 @@ class CompileResult(JsonRecord):
     kernel_families: list[str] = field(default_factory=list)  # op family of each launch
     # sha256 of kernels.ptx and the launches: versions with the same digest run the same GPU code
     kernels_digest: str = ""
+    # what the compile stage left as it was, and why: an optimization a kernel does not have the form for
+    notes: list[str] = field(default_factory=list)
+    # the anchor op of the kernel a failure is attributed to (a diagnostic at one of its ops), else None
+    failing_op: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,7 +374,16 @@ class MeasureResult(JsonRecord):
     library_abs_err: float | None = None  # PyTorch's own max error in the model's precision (vs float64)
     atol: float | None = None
     rtol: float | None = None
+    draws: int = 0  # input draws the outputs were checked on
     time: Timing | None = None
     eager: Timing | None = None
     compiled: Timing | None = None  # torch.compile of the same model
     kernels: list[KernelMetrics] = field(default_factory=list)
+
+
+def warp_can_merge(schedule: OpSchedule) -> bool:
+    """Whether warp_merge can take the schedule's block reduction (block_reduction or row_kernel threads
+    per output): its merge has a warp's step, one lane per run of partials (32 divides the threads, which
+    are at least two warps), before the last thread's."""
+    threads = schedule.block_reduction or schedule.row_kernel
+    return threads % WARP_SIZE == 0 and threads >= 2 * WARP_SIZE

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from workers.compile import mlir
+from workers.compile.passes import scalar_unit_loop
 from workers.compile.pipeline import transform_module_head
 from workers.records import OpInfo
 
@@ -27,14 +28,36 @@ class LinalgOpFacts:
     n_inputs: int  # operand index of the first init
     single_use: bool  # its result has exactly one use
     input_dtypes: list[str] = field(default_factory=list)  # element type per input operand
+    lines: list[int] = field(default_factory=list)  # lines of model_linalg.mlir it comes from (mlir.source_lines)
+
+
+EXTENSIONS = ("arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp")
 
 
 def _is_contraction(generic) -> bool:
-    """A generic that multiplies two operands and accumulates (e.g. a matmul whose operand reshape
-    canonicalization folded in) belongs with the matmuls."""
+    """A generic of two inputs that accumulates their product, `out + a * b` (a matmul whose operand
+    reshape canonicalization folded in; the operands possibly extended first), belongs with the matmuls;
+    a sum of squared differences does not."""
     o = generic.operation
-    body = {op.operation.name for op in o.regions[0].blocks[0].operations}
-    return len(o.operands) - len(o.results) == 2 and {"arith.mulf", "arith.addf"} <= body
+    block = o.regions[0].blocks[0]
+    if len(o.operands) - len(o.results) != 2 or len(o.results) != 1:
+        return False
+    inputs, out = list(block.arguments)[:2], block.arguments[2]
+
+    def producer(value, names):
+        owner = value.owner
+        return owner if isinstance(owner, ir.OpView) and owner.name in names else None
+
+    def read(value):  # an input, possibly extended
+        ext = producer(value, EXTENSIONS)
+        return ext.operands[0] if ext is not None else value
+
+    add = producer(block.operations[len(block.operations) - 1].operands[0], ("arith.addf", "arith.addi"))
+    if add is None or out not in list(add.operands):
+        return False
+    other = add.operands[1] if add.operands[0] == out else add.operands[0]
+    mul = producer(other, ("arith.mulf", "arith.muli"))
+    return mul is not None and sorted(map(str, map(read, mul.operands))) == sorted(map(str, inputs))
 
 
 def _family(name: str, iterator_types: list[str]) -> str:
@@ -73,10 +96,12 @@ def _prepare_module() -> str:
 
 def prepared_payload(payload_text: str, pre_pipeline: str) -> ir.Module:
     """model_linalg.mlir as the schedule takes it: after the pre-schedule pipeline, matmuls of extended
-    operands narrowed (mlir.narrow_matmul_operands). In the caller's context."""
+    operands narrowed (mlir.narrow_matmul_operands), ops with a 0-D result given a unit loop
+    (farm-scalar-unit-loop). In the caller's context."""
     module = mlir.parse(payload_text, "model_linalg.mlir")
     mlir.run_pipeline(module, pre_pipeline)
     mlir.narrow_matmul_operands(module)
+    scalar_unit_loop.run(module)
     return module
 
 
@@ -112,7 +137,9 @@ def analyze(payload_text: str, pre_pipeline: str) -> list[LinalgOpFacts]:
             flops = math.prod(ranges) * (2 if family in ("matmul", "conv") else 1)
             facts.append(LinalgOpFacts(
                 info=OpInfo(index=i, name=name, family=family, loop_ranges=ranges,
-                            iterator_types=iterators, dtype=dtype, flops=flops),
+                            iterator_types=iterators, dtype=dtype, flops=flops,
+                            dilations=[int(d) for d in named_op.operation.attributes["dilations"]]
+                            if "dilations" in named_op.operation.attributes else []),
                 operand_producers=producers[:n_inputs],
                 input_maps_identity=[m == ir.AffineMap.get_identity(len(iterators)) for m in maps[:n_inputs]],
                 init_producer=producers[n_inputs] if len(producers) > n_inputs else None,
@@ -120,5 +147,6 @@ def analyze(payload_text: str, pre_pipeline: str) -> list[LinalgOpFacts]:
                 single_use=len(list(result.uses)) == 1,
                 input_dtypes=[str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)
                               else str(v.type) for v in o.operands[:n_inputs]],
+                lines=mlir.source_lines(named_op.operation),
             ))
         return facts

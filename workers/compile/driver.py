@@ -14,7 +14,8 @@ from workers.compile.analysis import analyze, prepared_payload
 from workers.compile.cache_hints import stream_global_accesses
 from workers.compile.host import HostComputeError, LaunchSequence, merge_kernel_modules
 from workers.compile.pipeline import default_pipeline
-from workers.compile.schedule import VECTOR_BYTES, Kernel, ScheduleError, emit_transform, initial_params_for
+from workers.compile.schedule import (VECTOR_BYTES, Kernel, ScheduleError, emit_transform, initial_params_for,
+                                      kernel_of_line)
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, PIPELINE_SEQUENCE, STAGED, padded_columns
 from workers.compile.wgmma import TRANSPOSE_ROWS, TRANSPOSE_TILE, warpgroup_matmuls
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE, version_dir
@@ -64,10 +65,22 @@ def compile_iteration(job_dir: str, version: int, params: ScheduleParams) -> Com
         _compile(job_dir, vdir, params, result)
         result.ok, result.stage = True, "done"
     except (ScheduleError, mlir.MlirError, HostComputeError, PtxasError) as e:
-        result.error = str(e)
+        result.failing_op = failing_kernel(job_dir, params, str(e))
+        result.error = str(e).replace(vdir + os.sep, "")  # the schedule's diagnostics name "transform.mlir"
     result.compile_seconds = round(time.perf_counter() - started, 3)
     write_text(result_path, result.to_json(indent=2))
     return result
+
+
+def failing_kernel(job_dir: str, params: ScheduleParams, error: str) -> int | None:
+    """The anchor op of the kernel whose op a compile error's diagnostic points at (a line of
+    model_linalg.mlir: the schedule is parsed from its file, so only the payload's locations read "-")."""
+    lines = [int(n) for n in mlir.PAYLOAD_LINE.findall(error)]
+    if not lines:
+        return None
+    with open(os.path.join(job_dir, LINALG_FILE)) as f:
+        facts = analyze(f.read(), default_pipeline(params.chip, params.fuse_elementwise).pre_schedule)
+    return next((k for line in lines if (k := kernel_of_line(line, facts, params)) is not None), None)
 
 
 def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileResult) -> None:
@@ -78,12 +91,13 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
     write_text(os.path.join(vdir, "pass_pipeline.txt"), pipeline.to_text())
     facts = analyze(payload_text, pipeline.pre_schedule)
     transform_text, kernels = emit_transform(facts, params)
-    write_text(os.path.join(vdir, "transform.mlir"), transform_text)
+    transform_path = os.path.join(vdir, "transform.mlir")
+    write_text(transform_path, transform_text)
 
     with mlir.context():
         result.stage = "transform"
         module = prepared_payload(payload_text, pipeline.pre_schedule)
-        schedule = mlir.parse(transform_text, "transform.mlir")
+        schedule = mlir.parse_file(transform_path)
         mlir.apply_transform(module, schedule)
         for k in reversed(warpgroup_matmuls(module)):  # a TF32 wgmma kernel's transpose of B, before it
             kernels.insert(k, Kernel(kernels[k].anchor, "copy", [TRANSPOSE_TILE, TRANSPOSE_ROWS, 1]))
@@ -105,9 +119,9 @@ def _compile(job_dir: str, vdir: str, params: ScheduleParams, result: CompileRes
         merge_kernel_modules(module)
         result.stage = "lowering"
         by_name = {launch.kernel: kernel for launch, kernel in zip(launches.launches, kernels)}
-        mlir.merge_in_a_warp(module, {name for name, kernel in by_name.items() if kernel.warp_merge})
-        mlir.interleave_thread_columns(module, {name for name, kernel in by_name.items() if kernel.interleave_columns},
-                                       VECTOR_BYTES)
+        result.notes += mlir.merge_in_a_warp(module, {name for name, kernel in by_name.items() if kernel.warp_merge})
+        result.notes += mlir.interleave_thread_columns(
+            module, {name for name, kernel in by_name.items() if kernel.interleave_columns}, VECTOR_BYTES)
         mlir.workgroup_allocs_to_shared(module)
         mlir.scratch_to_stack(module)
         mlir.align_kernel_pointers(module)

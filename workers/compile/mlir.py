@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import re
 from typing import Callable, Iterator
 
 from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401  (re-exported)
@@ -19,7 +21,7 @@ from numba_cuda_mlir._mlir.dialects import nvgpu as nvgpu_dialect
 from numba_cuda_mlir._mlir.dialects import vector as vector_dialect
 from numba_cuda_mlir._mlir.dialects.transform import interpreter
 
-from workers.records import STATIC_SHARED_BYTES
+from workers.records import STATIC_SHARED_BYTES, WARP_SIZE
 
 
 class MlirError(Exception):
@@ -34,10 +36,28 @@ def context() -> Iterator[ir.Context]:
 
 
 def parse(text: str, what: str) -> ir.Module:
+    """A module from text; its ops' locations are loc("-":line:col) (PAYLOAD_LINE finds them in diagnostics)."""
     try:
         return ir.Module.parse(text)
     except ir.MLIRError as e:
         raise MlirError(f"cannot parse {what}: {e}") from None
+
+
+def parse_file(path: str) -> ir.Module:
+    """A module from a file; its ops' locations name the file (a schedule's diagnostics then say which of
+    its lines failed, apart from the payload's, which parse() reads from text)."""
+    try:
+        return ir.Module.parseFile(path)
+    except ir.MLIRError as e:
+        raise MlirError(f"cannot parse {os.path.basename(path)}: {e}") from None
+
+
+PAYLOAD_LINE = re.compile(r'"-":(\d+):')  # a payload op's location in a diagnostic (parsed by parse())
+
+
+def source_lines(op) -> list[int]:
+    """The payload lines an op's location names (several where fusion merged ops)."""
+    return [int(n) for n in PAYLOAD_LINE.findall(str(op.location))]
 
 
 def run_pipeline(module: ir.Module, pipeline: str) -> None:
@@ -667,7 +687,7 @@ def reuse_reads(module: ir.Module) -> None:
                 op.erase()
 
 
-def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes: int) -> None:
+def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes: int) -> list[str]:
     """In the kernels named in `kernels` (schedule knob interleave_columns: a row kernel or block reduction
     of T threads, thread t owning the run of W columns from t W of each row it reads or writes), thread t's j-th
     vector of V columns (`vector_bytes` of them) moves to column (j T + t) V: each warp-wide access then
@@ -677,8 +697,10 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
     global memory through a thread's run (a `memref.subview` at offset `thread_id.x * W` of W columns,
     read or written whole by a vector.load or vector.store), so each elementwise result still meets its
     own operands, and each row reduction adds the same columns in another order. A named kernel with no
-    such access, runs of two widths, or a global access of another form that depends on the thread is an
-    error. Run it after `reuse_reads` (which matches loads by their operands)."""
+    such access, runs of two widths, or a global access of another form that depends on the thread (a
+    gather) is left as it was; the returned notes name it. Run it after `reuse_reads` (which matches loads
+    by their operands)."""
+    notes = []
     for kernel in _kernel_ops(module, "gpu.func"):
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
         if name not in kernels:
@@ -696,10 +718,12 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
         if not moved or len(widths) != 1 or len(lanes) != 1 or min(widths) % min(lanes) or not threads \
                 or any(depends(v) for access, _ in others for v in _address_operands(access)) \
                 or any(depends(v) for _, view in moved for v in list(view.operands)[1:-1]):
-            raise MlirError(f"interleave_columns: kernel {name} has no thread runs of whole vectors that each "
-                            "of its global accesses depending on the thread reads or writes whole in one vector")
+            notes.append(f"interleave_columns left kernel {name} as it was: it has no thread runs of whole vectors "
+                         "that each of its global accesses depending on the thread reads or writes whole")
+            continue
         for access, view in moved:
             _interleave(access, view, min(lanes), threads)
+    return notes
 
 
 def _accessed_vector(access) -> ir.Type:
@@ -819,14 +843,13 @@ def _interleave(access, run_view, lanes: int, threads: int) -> None:
     access.erase()
 
 
-WARP_SIZE = 32
 THREAD_BELOW = 6  # arith.cmpi predicate ult: `thread_id.x < bound` guards a merge step's threads
 WARP_COMBINE = {"add": arith_dialect.AddFOp, "mul": arith_dialect.MulFOp, "maximumf": arith_dialect.MaximumFOp,
                 "minimumf": arith_dialect.MinimumFOp, "maxnumf": arith_dialect.MaxNumFOp,
                 "minnumf": arith_dialect.MinNumFOp}
 
 
-def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> None:
+def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> list[str]:
     """In the kernels named in `kernels` (schedule knob warp_merge), a block reduction's merge (as
     schedule._emit_merge emits it: each thread's partial into shared memory, a barrier, a warp,
     `scf.if thread_id.x < 32`, whose lane t reduces the partials of threads n t .. n t + n - 1, a barrier,
@@ -835,8 +858,9 @@ def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> None:
     before storing them, so that lane t of the merging warp reads one value, and the merging warp
     combines its 32 values itself, its first thread storing the result. Per reduction a barrier and two
     serial chains (n and 32 long) less. Float reductions of a block whose warps lie along x only; a named
-    kernel where no merge takes it is an error. Run it before `workgroup_allocs_to_shared` (it follows the
-    tiles' memref.allocs)."""
+    kernel where no merge takes it is left as it was, and the returned notes name it. Run it before
+    `workgroup_allocs_to_shared` (it follows the tiles' memref.allocs)."""
+    notes = []
     for kernel in _kernel_ops(module, "gpu.func"):
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
         if name not in kernels:
@@ -846,8 +870,9 @@ def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> None:
                  and op.operation.parent.name == "gpu.func"]  # every thread of the block reaches it
         rewritten = [_merge_in_a_warp(last) for last in lasts] if x % WARP_SIZE == 0 and y == z == 1 else []
         if not any(rewritten):
-            raise MlirError(f"warp_merge: kernel {name} has no block reduction whose merge a warp can take "
-                            f"(32 partials of partials of a float reduction, threads along x: block {[x, y, z]})")
+            notes.append(f"warp_merge left kernel {name} as it was: it has no block reduction whose merge a warp can "
+                         f"take (32 partials of partials of a float reduction, threads along x: block {[x, y, z]})")
+    return notes
 
 
 def _thread_below(value: ir.Value, bound: int) -> bool:

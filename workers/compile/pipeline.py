@@ -11,6 +11,12 @@ from dataclasses import dataclass
 from workers.jsonrecord import JsonRecord
 
 ANY = "!transform.any_op"
+
+
+def vectorize(handle: str) -> str:
+    """The transform step that vectorizes the ops of `handle`; tensor.extract at computed indices (a flip,
+    a gather of class scores) becomes vector loads or gathers, which the vectorizer refuses by default."""
+    return f"    transform.structured.vectorize {handle} {{vectorize_nd_extract}} : {ANY}"
 # Steps every schedule starts with: a matmul on 16-bit operands whose right operand is a transposed
 # tensor (nn.Linear's weight) reads that tensor in its own layout instead, so no kernel transposes it
 # (transpose_matmul makes the operand a transpose of the transpose, which canonicalization folds away);
@@ -23,14 +29,13 @@ PREPARE_STEPS = [
     f'%funcs = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}',
     f"%func = transform.foreach_match in %funcs @__farm_matmul_of_transpose -> @__farm_read_untransposed "
     f": ({ANY}) -> {ANY}",
+    # tensor.concat (torch.cat) as one insert_slice per piece, each then a copy kernel
+    f"transform.apply_patterns to %func {{ transform.apply_patterns.tensor.decompose_concat }} : {ANY}",
     f'%pads = transform.structured.match ops{{["tensor.pad"]}} in %func : ({ANY}) -> {ANY}',
     f"%pads_dps = transform.structured.rewrite_in_destination_passing_style %pads : ({ANY}) -> {ANY}",
     f'%inserts = transform.structured.match ops{{["tensor.insert_slice"]}} in %func : ({ANY}) -> {ANY}',
     f"%pad_copies = transform.structured.insert_slice_to_copy %inserts : ({ANY}) -> {ANY}",
-    # Unit dims dropped (a keepdim row reduction writes tensor<Nx1> through the map (d0, d1) -> (d0, 0)):
-    # structured.split_reduction misreads a constant in an output map and builds invalid IR.
-    "transform.apply_patterns to %func { transform.apply_patterns.linalg.fold_unit_extent_dims_via_reshapes "
-    f"transform.apply_patterns.canonicalization }} : {ANY}",
+    f"transform.apply_patterns to %func {{ transform.apply_patterns.canonicalization }} : {ANY}",
 ]
 # the matcher (a linalg.matmul of 16-bit operands whose rhs a linalg.transpose makes) and the action of
 # PREPARE_STEPS' foreach_match
@@ -132,10 +137,20 @@ def lowering_pipeline(chip: str) -> str:
             "convert-math-to-llvm,canonicalize,cse,reconcile-unrealized-casts)")
 
 
+# Before the schedule: integer powers with a constant exponent (x ** 3 of a tanh-GELU) become
+# multiplications (libdevice's __nv_powif takes an i32 exponent, torch-mlir's fpowi an i64: called with a
+# .b64 argument it computed garbage on the H200), any other one powf; unit dims are dropped (a keepdim row
+# reduction writes tensor<Nx1> through the map (d0, d1) -> (d0, 0): structured.split_reduction misreads a
+# constant in an output map and builds invalid IR).
+# No CSE after the folding: it would merge the fills of several reductions into one, which the row
+# kernels' schedules fuse once per reduction.
+PRE_SCHEDULE_LOWERING = "func.func(math-expand-ops{ops=fpowi}),linalg-fold-unit-extent-dims,canonicalize"
+
+
 def default_pipeline(chip: str, fuse_elementwise: bool = True) -> PassPipeline:
     cleanup = "canonicalize,linalg-fuse-elementwise-ops,cse" if fuse_elementwise else "canonicalize,cse"
     return PassPipeline(
-        pre_schedule=f"builtin.module({cleanup})",
+        pre_schedule=f"builtin.module({cleanup},{PRE_SCHEDULE_LOWERING})",
         post_schedule="builtin.module(canonicalize,cse,gpu-launch-sink-index-computations,gpu-kernel-outlining,canonicalize,"
                       "gpu.module(gpu.func(convert-linalg-to-loops,canonicalize)))",
         lowering=lowering_pipeline(chip),

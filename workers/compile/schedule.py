@@ -38,13 +38,13 @@ from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.cache_hints import STREAMED
-from workers.compile.pipeline import ANY, transform_module_head
-from workers.compile.tensor_core import (PIPELINE_SEQUENCE, WARP_SIZE, WGMMA_CHIPS, MmaPlan, emit_mma_contracts,
+from workers.compile.pipeline import ANY, transform_module_head, vectorize
+from workers.compile.tensor_core import (PIPELINE_SEQUENCE, WGMMA_CHIPS, MmaPlan, emit_mma_contracts,
                                         emit_mma_group, emit_multibuffers, emit_pipelined_k_loop,
                                         emit_shared_accumulator, emit_staged_copies, emit_staged_tiles, plan_mma)
-from workers.records import (ELEMENT_BYTES, IMG2COL_CONVS, MAX_BLOCKS_PER_SM, MAX_GRID_DIMS, V0_REDUCTION_TILE,
+from workers.records import (ELEMENT_BYTES, MAX_BLOCKS_PER_SM, V0_REDUCTION_TILE, WARP_SIZE,
                              OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor, img2col_aligned,
-                             img2col_op as records_img2col_op, reduction_extents)
+                             img2col_applies, img2col_op as records_img2col_op, reduction_extents, warp_can_merge)
 
 MAX_THREADS = 1024
 TARGET_THREADS = 256
@@ -80,6 +80,7 @@ class Kernel:
     warp_merge: bool = False  # the schedule's (mlir.merge_in_a_warp)
     interleave_columns: bool = False  # the schedule's (mlir.interleave_thread_columns)
     cache_streaming: str = "none"  # the schedule's (cache_hints.stream_global_accesses)
+    linear_grid: int = 0  # blocks of a 1-D grid of linear block ids (linear_grid()); 0: grid x, y, z
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
@@ -133,7 +134,7 @@ IMG2COL_MIN_WINDOW = 2
 
 
 def wants_img2col(op: OpInfo) -> bool:
-    if op.name not in IMG2COL_CONVS or len(op.loop_ranges) != 7:
+    if not img2col_applies(op):
         return False
     r = op.loop_ranges
     window = r[5] * r[6] if op.name == "linalg.conv_2d_nchw_fchw" else r[4] * r[5]
@@ -181,8 +182,9 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
         thread[inner[-1]] = vector * ELEMENTWISE_VECTORS
     # a block tile that covers the whole loop is no grid dimension at all
     block = [0 if b >= ranges[d] else b for d, b in enumerate(block)]
-    if not any(block) and parallel:  # the kernel still needs a (one-block) grid to map
-        block[parallel[0]] = ranges[parallel[0]]
+    whole = parallel or [d for d, it in enumerate(iters) if it == "parallel"]  # unit loops: a loss's one value
+    if not any(block) and whole:  # the kernel still needs a (one-block) grid to map
+        block[whole[0]] = ranges[whole[0]]
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread, vectorize=vector > 1)
 
 
@@ -246,6 +248,18 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
         groups.append(Group(anchor=i, producer=producer,
                             fills=_fills_of([i] + ([producer] if producer is not None else []), facts, by_index)))
     return list(reversed(groups))
+
+
+def group_ops(g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """Every op the group's kernel computes: its anchor, producer, row-kernel members and fills."""
+    ops = [g.anchor, *([g.producer] if g.producer is not None else []), *g.members]
+    return ops + [facts[op].init_producer for op, _ in g.fills]
+
+
+def kernel_of_line(line: int, facts: list[LinalgOpFacts], params: ScheduleParams) -> int | None:
+    """The anchor op of the kernel that computes the op of model_linalg.mlir's `line`, if any."""
+    return next((g.anchor for g in plan_groups(facts, params)
+                 if any(line in facts[m].lines for m in group_ops(g, facts))), None)
 
 
 def _fills_of(ops: list[int], facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> list[tuple[int, int]]:
@@ -362,6 +376,37 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         _fill_the_grid(schedule, facts[g.anchor].info)
         split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
     return schedule
+
+
+CONSERVATIVE_THREADS = 128
+MIN_THREADS_ALONG_X = 32  # fewer threads along the innermost loop (an odd extent) take the next loop too
+
+
+def conservative_schedule(op: OpInfo, family: str) -> OpSchedule:
+    """The always-legal path beneath the templates: one output per thread, up to CONSERVATIVE_THREADS
+    threads of a block along the innermost parallel loop (its largest divisor; the next loop too where that
+    gives fewer than a warp), every other parallel loop one block per index (a linear grid past three
+    loops), reductions whole in each thread; no vectors, shared memory, split reductions or tensor cores.
+    A repair puts a kernel that failed on it (rules: family conservative_kernel)."""
+    ranges, iters = op.loop_ranges, op.iterator_types
+    parallel = [d for d, it in enumerate(iters) if it == "parallel" and ranges[d] > 1]
+    block, thread = [0] * len(ranges), [0] * len(ranges)
+    for d in parallel:
+        block[d] = 1
+    budget = CONSERVATIVE_THREADS
+    for d in reversed(parallel[-2:]):
+        block[d] = _largest_divisor_at_most(ranges[d], budget)
+        thread[d] = 1
+        budget //= block[d]
+        if block[d] >= MIN_THREADS_ALONG_X:
+            break
+    if not parallel and "parallel" in iters:  # one output (a loss's unit loop): one block of one thread
+        block[iters.index("parallel")] = 1
+    return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread)
+
+
+def conservative_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
+    return conservative_schedule(facts[g.anchor].info, group_family(g, facts))
 
 
 # a 2-D transpose of 32-bit elements (an f32 weight that a SIMT matmul reads in (k, n) rows): blocks of
@@ -602,15 +647,29 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
 
 
 RETILING_FIELDS = ("img2col", "tensor_core")
+WHOLE_SCHEDULE = "schedule"  # an edit of op X's field "schedule" replaces its whole OpSchedule (a repair)
 
 
 def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
-    """A copy of `params` with exactly one field changed."""
+    """A copy of `params` with exactly one field changed. Two edits change what the field stands for: op X's
+    `schedule` (a whole OpSchedule, the conservative path of one kernel) and the params' `conservative`,
+    which also drops every kernel's own schedule, so that all take the conservative path."""
     new = ScheduleParams.from_dict(params.to_dict())
     if edit.op_index == -1:
         if edit.field not in PARAM_FIELDS:
             raise ScheduleError(f"unknown schedule parameter {edit.field!r}")
         setattr(new, edit.field, edit.value)
+        if edit.field == "conservative" and edit.value:
+            new.ops = []
+        return new
+    if edit.field == WHOLE_SCHEDULE:
+        try:
+            replacement = OpSchedule.from_dict(edit.value)
+        except (TypeError, ValueError) as e:
+            raise ScheduleError(f"op {edit.op_index}: a schedule edit carries a whole OpSchedule: {e}") from None
+        if replacement.op_index != edit.op_index:
+            raise ScheduleError(f"op {edit.op_index}: the schedule edit carries op {replacement.op_index}'s schedule")
+        new.ops = sorted([s for s in new.ops if s.op_index != edit.op_index] + [replacement], key=lambda s: s.op_index)
         return new
     targets = [s for s in new.ops if s.op_index == edit.op_index]
     if not targets or edit.field not in SCHEDULE_FIELDS:
@@ -687,9 +746,9 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
         _check_split(schedule, g, facts)
     if schedule.block_reduction:
         return _check_block_reduction(schedule, g, facts)
-    if sum(1 for b in schedule.block_tile if b) > MAX_GRID_DIMS:
-        raise ScheduleError(f"op {op.index}: block_tile {schedule.block_tile} maps more than {MAX_GRID_DIMS} loops "
-                            "to blocks (0 leaves a loop whole inside each block)")
+    if grid_blocks(schedule, op) > MAX_GRID_X:
+        raise ScheduleError(f"op {op.index}: block_tile {schedule.block_tile} makes {grid_blocks(schedule, op)} blocks, "
+                            f"more than a grid holds ({MAX_GRID_X})")
     for d, (b, t) in enumerate(zip(schedule.block_tile, schedule.thread_tile)):
         if op.iterator_types[d] == "reduction" and (b or t):
             raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
@@ -763,7 +822,15 @@ def _check_block_reduction(schedule: OpSchedule, g: Group, facts: list[LinalgOpF
                                 f"tile 1 on every parallel loop, 0 on the reduction, not {schedule.block_tile}")
     if not any(schedule.block_tile):
         raise ScheduleError(f"op {op.index}: block_reduction needs at least one parallel loop over blocks")
+    _check_warp_merge(schedule, op)
     return [threads, 1, 1]
+
+
+def _check_warp_merge(schedule: OpSchedule, op: OpInfo) -> None:
+    if schedule.warp_merge and not warp_can_merge(schedule):
+        raise ScheduleError(f"op {op.index}: warp_merge merges the partials in a warp: it needs "
+                            f"{schedule.block_reduction or schedule.row_kernel} threads per output to be whole warps, "
+                            f"at least {2 * WARP_SIZE}")
 
 
 def _check_row_kernel(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
@@ -781,6 +848,7 @@ def _check_row_kernel(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]
     if not 2 <= threads <= MAX_THREADS or columns % threads:
         raise ScheduleError(f"op {op.index}: row_kernel {threads} must be 2..{MAX_THREADS} and divide the "
                             f"{columns} columns")
+    _check_warp_merge(schedule, op)
     return [threads, 1, 1]
 
 
@@ -792,8 +860,8 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) 
         return None
     extent = reduction_extents(op)[0]
     block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(op.loop_ranges, op.iterator_types)]
-    if not any(block):
-        return None
+    if not any(block):  # one output (a loss's unit loop): one block
+        block[op.iterator_types.index("parallel")] = 1
     threads = block_reduction_threads(extent)
     per_thread = extent // threads
     # a kernel that reads each input element once (no operand broadcast across its outputs, as a
@@ -846,10 +914,10 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
         columns = f.info.loop_ranges[1]
         reductions = [facts[m].info for m in members if facts[m].info.iterator_types == ROW_LOOPS[1]]
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
-        new.ops.append(OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0],
-                                  vectorize=True, row_kernel=row_kernel_threads(columns),
-                                  warp_merge=all(r.dtype != "f64" for r in reductions),
-                                  interleave_columns=True))
+        row = OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0], vectorize=True,
+                         row_kernel=row_kernel_threads(columns), interleave_columns=True)
+        row.warp_merge = all(r.dtype != "f64" for r in reductions) and warp_can_merge(row)
+        new.ops.append(row)
     new.ops.sort(key=lambda s: s.op_index)
     return new
 
@@ -912,11 +980,24 @@ def _block_dims(schedule: OpSchedule, op: OpInfo) -> list[int]:
 
 
 _BLOCK_IDS = ["x", "y", "z"]
+MAX_GRID_X = 2**31 - 1  # CUDA's limit on gridDim.x
+MAX_GRID_YZ = 65535  # and on gridDim.y and gridDim.z
 
 
-def _mapping(kind: str, n: int) -> str:
-    """Forall dims in loop order; the innermost maps to x. Past three dims use linear ids."""
-    if n <= 3:
+def linear_grid(schedule: OpSchedule, op: OpInfo) -> int:
+    """The blocks of a kernel whose block loops do not fit grid x, y and z (more than three loops, or more
+    than MAX_GRID_YZ blocks along y or z: an NCHW conv, a 4-D attention score), else 0. Such a kernel runs
+    on a 1-D grid of that many blocks, whose linear block id is delinearized over the block loops
+    (#gpu.block<linear_dim_i>, with map_forall_to_blocks' grid_dims set to the 1-D grid: left to infer the
+    grid from linear ids it launches too few blocks)."""
+    loops = [math.ceil(r / b) for b, r in zip(schedule.block_tile, op.loop_ranges) if b]
+    return math.prod(loops) if len(loops) > 3 or any(n > MAX_GRID_YZ for n in loops[:-1]) else 0
+
+
+def _mapping(kind: str, n: int, linear: bool = False) -> str:
+    """Forall dims in loop order; the innermost maps to x. Past three dims (or where asked) linear ids,
+    the innermost the fastest."""
+    if n <= 3 and not linear:
         ids = list(reversed(_BLOCK_IDS[:n]))
         return ", ".join(f"#gpu.{kind}<{i}>" for i in ids)
     return ", ".join(f"#gpu.{kind}<linear_dim_{n - 1 - k}>" for k in range(n))
@@ -938,13 +1019,14 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
         block = validate(s, g, facts)
         if s.split_reduction:
             member = _reduction_member(g, facts)
-            partial_block = _block_dims(*partial_kernel_schedule(facts[member].info, s.split_reduction, s))
-            placed.append(((member, 0), Kernel(g.anchor, "reduction", partial_block, True, s.min_blocks_per_sm,
-                                               cache_streaming=s.cache_streaming)))
+            partial = partial_kernel_schedule(facts[member].info, s.split_reduction, s)
+            placed.append(((member, 0), Kernel(g.anchor, "reduction", _block_dims(*partial), True, s.min_blocks_per_sm,
+                                               cache_streaming=s.cache_streaming, linear_grid=linear_grid(*partial))))
+        tiled = img2col_op(facts[g.anchor].info) if s.img2col else facts[g.anchor].info
         placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block,
                                               min_blocks_per_sm=s.min_blocks_per_sm, warp_merge=s.warp_merge,
                                               interleave_columns=interleaved_columns(s, facts[g.anchor].info),
-                                              cache_streaming=s.cache_streaming)))
+                                              cache_streaming=s.cache_streaming, linear_grid=linear_grid(s, tiled))))
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
@@ -952,7 +1034,8 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     """transform.mlir for the payload described by `facts`; also returns its kernels in launch order."""
     groups = plan_groups(facts, params)
     by_index = {s.op_index: s for s in params.ops}
-    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision, params.chip)
+    schedules = {g.anchor: by_index.get(g.anchor) or (conservative_group_schedule(g, facts) if params.conservative
+                                                      else default_group_schedule(g, facts, params.precision, params.chip))
                  for g in groups}
     kernels = plan_kernels(groups, schedules, facts)
     ids = {(c.anchor, c.partial): i for i, c in enumerate(kernels)}
@@ -984,7 +1067,10 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     lines += [line for line in group_lines if not line.startswith(HOIST)]
     lines += [
         f"    transform.apply_patterns to %func {{ transform.apply_patterns.canonicalization }} : {ANY}",
-        f"    transform.apply_cse to %func : {ANY}",
+        # inside the kernels only: CSE would merge the function's equal tensor.empty ops, and one written by two
+        # kernels is copied on the host (a concat's, whose pieces a kernel each writes)
+        f'    %tiled = transform.structured.match ops{{["scf.forall"]}} in %func : ({ANY}) -> {ANY}',
+        f"    transform.apply_cse to %tiled : {ANY}",
         *hoists,
         f'    %empties = transform.structured.match ops{{["tensor.empty"]}} in %root : ({ANY}) -> !transform.op<"tensor.empty">',
         '    transform.bufferization.empty_tensor_to_alloc_tensor %empties : (!transform.op<"tensor.empty">) '
@@ -1011,7 +1097,9 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
             f'    %kernel{k} = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {k} : i64}} '
             f"in %bufferized : ({ANY}) -> {ANY}",
             *(emit_staged_copies(k) if k in warp_mmas and schedules[kernel.anchor].promote_shared else []),
-            f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} {{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
+            f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} "
+            f"{f'grid_dims = [{kernel.linear_grid}, 1, 1] ' if kernel.linear_grid else ''}"
+            f"{{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
             f"    {f'%mapped{k} = ' if k in warp_mmas else ''}transform.gpu.map_nested_forall_to_threads %launch{k} "
             f"block_dims = {_ints(kernel.block)} : ({ANY}) -> {ANY}",
         ]
@@ -1136,7 +1224,7 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
     if s.vectorize and n_thread:
         fills = [f"%{k}_m{j}t" for j in range(len(members)) if j >= (g.producer is not None)]
         for handle in [*fills, *thread_ops.values()]:
-            out.append(f"    transform.structured.vectorize {handle} : {ANY}")
+            out.append(vectorize(handle))
         if s.split_reduction and tiled:
             # the merge's accumulator: read and written at the same place every iteration, it becomes a
             # vector carried by the loop (registers) instead of a store to global memory per step
@@ -1181,7 +1269,7 @@ def _emit_img2col_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: lis
                 f": ({ANY}, {ANY}) -> ({ANY}, {ANY})"]
         mm = f"%{k}_r"  # the gather (%{k}_gr) stays scalar loads: its indexing map does not vectorize
     if s.vectorize:
-        out += [f"    transform.structured.vectorize {h} : {ANY}" for h in ([f"%{k}_m1t"] if fill else []) + [mm]]
+        out += [vectorize(h) for h in ([f"%{k}_m1t"] if fill else []) + [mm]]
         if mm == f"%{k}_r":
             out.append(f"{HOIST} %{k}_rloop1 : {ANY}")
     return out
@@ -1226,7 +1314,7 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
                    f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
         containing = f"%{k}_cf{j}"
         vectorized.append(f"%{k}_f{j}t")
-    return out + [f"    transform.structured.vectorize {h} : {ANY}" for h in vectorized]
+    return out + [vectorize(h) for h in vectorized]
 
 
 ROW_OP = "farm.row_op"
@@ -1298,7 +1386,7 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
                     f"    transform.annotate %{k}_e{d}_{m} \"{ROW_OP}\" = %{k}_done : {ANY}, !transform.param<i64>"]
             containing = f"%{k}_threads{d}_{j}"
             vectorized.append(f"%{k}_e{d}_{m}")
-    return out + [f"    transform.structured.vectorize {h} : {ANY}" for h in vectorized]
+    return out + [vectorize(h) for h in vectorized]
 
 
 def _mark(m: int | str) -> int:
@@ -1373,7 +1461,7 @@ def _emit_tiles(kernel: int, k: str, anchor: str, members: list[str], s: OpSched
     out = [
         f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
         f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {anchor} tile_sizes {_ints(s.block_tile)} "
-        f"(mapping = [{_mapping('block', n_block)}]) : ({ANY}) -> ({ANY}, {ANY})",
+        f"(mapping = [{_mapping('block', n_block, bool(linear_grid(s, op)))}]) : ({ANY}) -> ({ANY}, {ANY})",
     ]
     containing = f"%{k}_grid"
     block_members = []
@@ -1438,7 +1526,7 @@ def _emit_split_over_blocks(kernel: int, k: str, reduction: str, split: int, sch
         f"{_ints(threads + [0])} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
         f"    %{k}p_t, %{k}p_threads = transform.structured.tile_using_forall %{k}_partial num_threads "
         f"{_ints(threads + [0] * k_loops)} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
-        f"    transform.structured.vectorize %{k}p_t : {ANY}",
+        vectorize(f"%{k}p_t"),
     ]
 
 
@@ -1463,28 +1551,28 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
     out += _emit_tiles(kernel, f"{k}p", f"%{k}_partial", [f"%{k}_pfill"], schedule, partial)
     if chunks:
         if not schedule.reduction_tile:  # a chunk of one K step
-            return out + [f"    transform.structured.vectorize %{k}p_{h} : {ANY}" for h in ("m0t", "t")]
+            return out + [vectorize(f"%{k}p_{h}") for h in ("m0t", "t")]
         chunk_loop = r + 1
         sizes = [schedule.reduction_tile if d == chunk_loop else 0 for d in range(len(partial.loop_ranges))]
         return out + [
             f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {_ints(sizes)} "
             f": ({ANY}) -> ({ANY}, {ANY})",
-            f"    transform.structured.vectorize %{k}p_m0t : {ANY}",
-            f"    transform.structured.vectorize %{k}p_r : {ANY}",
+            vectorize(f"%{k}p_m0t"),
+            vectorize(f"%{k}p_r"),
             f"{HOIST} %{k}p_rloop : {ANY}",  # the thread's partials stay in registers across the chunk
         ]
     # a thread's strided elements are read PARTIAL_LOADS at a time into a vector, so that many loads
     # are in flight instead of one load, add and store of the accumulator per element
     loads = _largest_divisor_at_most(partial.loop_ranges[r], PARTIAL_LOADS)
     if loads == partial.loop_ranges[r]:  # one vector covers a thread's elements: no loop to tile
-        return out + [f"    transform.structured.vectorize %{k}p_m0t : {ANY}",
-                      f"    transform.structured.vectorize %{k}p_t : {ANY}"]
+        return out + [vectorize(f"%{k}p_m0t"),
+                      vectorize(f"%{k}p_t")]
     sizes = [loads if d == r else 0 for d in range(len(partial.loop_ranges))]
     return out + [
         f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {_ints(sizes)} "
         f": ({ANY}) -> ({ANY}, {ANY})",
-        f"    transform.structured.vectorize %{k}p_m0t : {ANY}",
-        f"    transform.structured.vectorize %{k}p_r : {ANY}",
+        vectorize(f"%{k}p_m0t"),
+        vectorize(f"%{k}p_r"),
         # each thread's partial stays in a register across the loop (one store at the end)
         f"{HOIST} %{k}p_rloop : {ANY}",
     ]

@@ -35,15 +35,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from workers.compile.pipeline import ANY
-from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_ROW_BYTES, OpSchedule, wgmma_k_step
+from workers.compile.pipeline import ANY, vectorize
+from workers.records import ELEMENT_BYTES, WARP_SIZE, WARPGROUP_THREADS, WGMMA_ROW_BYTES, OpSchedule, wgmma_k_step
 
 # mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
 # mlir.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
 # precision must be tf32: its tolerance, peers with TF32)
 MMA_SHAPES = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "f32": (16, 8, 8)}
 MMA_M, MMA_N = 16, 8
-WARP_SIZE = 32
 MAX_THREADS = 1024
 # the most shared memory a block of an H100/H200 gets; over 48 KB its tiles are dynamic shared memory
 # (mlir.large_shared_to_dynamic)
@@ -296,7 +295,7 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
                 f"(mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
                 f"    %{k}_fr, %{k}_frows = transform.structured.tile_using_for %{k}_ft tile_sizes [1, 0] "
                 f": ({ANY}) -> ({ANY}, {ANY})",
-                f"    transform.structured.vectorize %{k}_fr : {ANY}"]
+                vectorize(f"%{k}_fr")]
     if plan.warpgroup:
         # the block's matmul stays whole: wgmma.warpgroup_matmuls gives it its K loop
         out += [f"    %{k}_stages = transform.param.constant {plan.stages} : i64 -> !transform.param<i64>",
@@ -311,7 +310,7 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
             f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
             f"    %{k}_wk, %{k}_kloop = transform.structured.tile_using_for %{k}_w tile_sizes [0, 0, {plan.k_step}] "
             f": ({ANY}) -> ({ANY}, {ANY})",
-            f"    transform.structured.vectorize %{k}_wk : {ANY}",
+            vectorize(f"%{k}_wk"),
         ]
     if plan.epilogue is not None:
         # vectorized, so that no scalar code shares the kernel with the contractions that
@@ -324,7 +323,7 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
                 f" [{rows}, {cols}] (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
                 f"    %{k}_tr, %{k}_rows = transform.structured.tile_using_for %{k}_t tile_sizes [1, 0] "
                 f": ({ANY}) -> ({ANY}, {ANY})",
-                f"    transform.structured.vectorize %{k}_tr : {ANY}"]
+                vectorize(f"%{k}_tr")]
     return out
 
 
@@ -394,7 +393,7 @@ def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
     out += [
         f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall %{k}_pd num_threads "
         f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
-        f"    transform.structured.vectorize %{k}_w : {ANY}",
+        vectorize(f"%{k}_w"),
     ]
     return out
 
@@ -406,7 +405,7 @@ def emit_staged_copies(kernel: int) -> list[str]:
     return [
         f'    %tc{kernel}_copies = transform.structured.match ops{{["linalg.copy"]}} in %kernel{kernel} '
         f": ({ANY}) -> {ANY}",
-        f"    transform.structured.vectorize %tc{kernel}_copies : {ANY}",
+        vectorize(f"%tc{kernel}_copies"),
     ]
 
 

@@ -87,6 +87,7 @@ def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_
     result = MeasureResult(version=version, status=outcome.status, error=outcome.error, device=outcome.device,
                            atol=config.atol, rtol=config.rtol, time=outcome.time)
     if outcome.outputs:
+        result.draws = outcome.draws
         result.correct = all(o.passed for o in outcome.outputs)
         result.max_abs_err = max(o.max_abs_err for o in outcome.outputs)
         result.max_rel_err = max(o.max_rel_err for o in outcome.outputs)

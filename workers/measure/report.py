@@ -50,8 +50,8 @@ def write_benchmark(job_dir: str, result: MeasureResult, compiled_error: str = "
         f"# Benchmark v{result.version}", "",
         f"- device: {result.device}",
         f"- status: **{result.status}**" + (f": {result.error}" if result.error else ""),
-        f"- correctness: {'pass' if result.correct else 'FAIL' if result.max_abs_err is not None else 'n/a'}; "
-        f"tolerance {tolerance}",
+        f"- correctness: {'pass' if result.correct else 'FAIL' if result.max_abs_err is not None else 'n/a'}"
+        f"{f' on {result.draws} input draws (worst shown)' if result.draws else ''}; tolerance {tolerance}",
         f"- max abs error: {_err(result.max_abs_err)}; max rel error: {_err(result.max_rel_err)} "
         "(against the model run in float64)",
         "- timing: median of CUDA-event runs after warm-up, L2 flushed (256 MB write) before each run", "",

@@ -1,0 +1,148 @@
+"""Breadth: each class of model that v0 could not compile (KernelBench, benchmarks/kernelbench.py) now
+compiles to PTX that ptxas accepts, or fails fast with its reason. Real torch-mlir, MLIR passes, ptxas."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from workers.compile import compile_iteration, initial_params
+from workers.compile.schedule import MAX_GRID_YZ, ScheduleError, linear_grid
+from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
+from workers.measure.gpu_run import OutputError, worst_of_draws
+from workers.records import LaunchConfig, OpInfo, OpSchedule
+
+BREADTH = Path(__file__).parent / "data" / "breadth"
+
+
+def compiled(tmp_path: Path, name: str):
+    job = tmp_path / name
+    lower_model(str(BREADTH / f"{name}.py"), str(job))
+    params = initial_params(str(job))
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, f"{name}: {result.stage}: {result.error}"
+    return job, params, LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+
+
+def _affine(text: str):
+    """An affine map's text `affine_map<(d..)[s..] -> (e, ...)>` as a Python function of (dims, symbols)."""
+    dims, symbols, results = re.fullmatch(r"\((.*?)\)(?:\[(.*?)\])? -> \((.*)\)", text).groups()
+    expr = results.replace("floordiv", "//").replace("mod", "%")
+    names = [n.strip() for n in (dims + "," + (symbols or "")).split(",") if n.strip()]
+    return eval(f"lambda {', '.join(names) or '_'}: ({expr},)")  # noqa: S307 (a test's own MLIR output)
+
+
+def block_tiles(gpu_mlir: str, grid_x: int) -> set[tuple[int, ...]]:
+    """The tile indices each block of a 1-D grid (y = z = 0) computes: every affine.apply of the kernel on
+    block ids, evaluated per block."""
+    maps = {m.group(1): m.group(2) for m in re.finditer(r"^(#map\d*) = affine_map<(.*)>$", gpu_mlir, re.M)}
+    kernel = gpu_mlir[gpu_mlir.index("gpu.func"):]
+    ids = {m.group(1): m.group(2) for m in re.finditer(r"(%block_id_\w+) = gpu.block_id (\w)", kernel)}
+    applies = [(maps[m.group(1)], [a.strip() for a in re.split(r"[\[\]()]", m.group(2) + m.group(3)) if a.strip()])
+               for m in re.finditer(r"affine.apply (#map\d*)\(([^)]*)\)\[([^\]]*)\]", kernel)]
+    applies = [(f, [a for arg in args for a in arg.split(", ")]) for f, args in applies]
+    applies = [(f, args) for f, args in applies if args and all(a in ids for a in args)]
+    assert applies, "the kernel computes no tile index from its block ids"
+    tiles = set()
+    for bx in range(grid_x):
+        value = {"x": bx, "y": 0, "z": 0}
+        tiles.add(tuple(_affine(f)(*[value[ids[a]] for a in args])[0] for f, args in applies))
+    return tiles
+
+
+@pytest.mark.parametrize("name", ["batchnorm4d", "conv_relu_bias"])
+def test_more_than_three_block_loops_run_on_a_linear_grid_that_covers_every_tile_once(tmp_path, name):
+    """Four parallel loops over blocks (NCHW): a 1-D grid of every tile, each block delinearizing its id
+    into a different tile (map_forall_to_blocks' grid_dims: inferred, the grid covered 128 of 1024)."""
+    job, params, config = compiled(tmp_path, name)
+    linear = [launch for launch in config.launches if launch.grid[1:] == [1, 1] and launch.grid[0] > 1]
+    assert linear, [launch.grid for launch in config.launches]
+    schedule = max(params.ops, key=lambda s: sum(1 for b in s.block_tile if b))
+    assert sum(1 for b in schedule.block_tile if b) == 4
+    tiles = block_tiles((job / "v0" / "gpu.mlir").read_text(), linear[0].grid[0])
+    assert len(tiles) == linear[0].grid[0] == linear_grid(schedule, _op(job, schedule.op_index))
+
+
+def _op(job: Path, index: int) -> OpInfo:
+    return OpInfo.from_dict(json.loads((job / "model_info.json").read_text())["ops"][index])
+
+
+def test_a_grid_past_the_y_limit_goes_linear():
+    op = OpInfo(0, "linalg.generic", "elementwise", [70000 * 4, 64], ["parallel", "parallel"], "f32")
+    tall = OpSchedule(0, "elementwise", block_tile=[4, 64], thread_tile=[1, 64])
+    assert linear_grid(tall, op) == 70000 > MAX_GRID_YZ
+    assert linear_grid(OpSchedule(0, "elementwise", block_tile=[64, 64], thread_tile=[1, 64]), op) == 0
+
+
+def test_a_loss_reducing_to_one_value_compiles(tmp_path):
+    """0-D results get a unit loop (farm-scalar-unit-loop), so the reduction and the division after it are
+    tiled into kernels; the sum of squared differences is a reduction, not a contraction."""
+    job, params, config = compiled(tmp_path, "mse_loss")
+    info = json.loads((job / "model_info.json").read_text())
+    assert [o.shape for o in config.outputs] == [[]] and info["output_shapes"] == [[]]
+    assert "matmul" not in {s.family for s in params.ops}
+    assert config.launches
+
+
+def test_a_python_number_among_the_inputs_is_a_constant_of_the_lowered_model(tmp_path):
+    job, _, config = compiled(tmp_path, "matrix_scalar")
+    assert json.loads((job / "model_info.json").read_text())["input_shapes"] == [[64, 128]]
+    assert [b.source for b in config.buffers if b.role == "input"] == ["input:0"]
+    assert "3.14" in (job / "model_linalg.mlir").read_text()
+
+
+def test_integer_powers_become_multiplications_not_a_libdevice_call(tmp_path):
+    """x ** 3 of a tanh-GELU: torch-mlir's math.fpowi with an i64 exponent lowered to a call of
+    __nv_powif, which takes an i32 (garbage on the H200); math-expand-ops multiplies instead."""
+    job, _, _ = compiled(tmp_path, "gelu_tanh")
+    assert "math.fpowi" in (job / "model_linalg.mlir").read_text()
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert "powi" not in ptx and "tanh" in (job / "v0" / "gpu.mlir").read_text()
+
+
+def test_group_norm_lowers_without_gathers(tmp_path):
+    """Its default decomposition's as_strided became gathers with index tensors as large as the output."""
+    job, _, _ = compiled(tmp_path, "group_norm")
+    linalg = (job / "model_linalg.mlir").read_text()
+    assert "tensor.extract " not in linalg and "dense<" not in linalg.replace("dense<0", "")
+    assert len(linalg) < 20_000
+
+
+def test_v0_takes_warp_merge_only_where_the_threads_are_whole_warps(tmp_path):
+    job, params, _ = compiled(tmp_path, "odd_row_norm")
+    rows = [s for s in params.ops if s.row_kernel]
+    assert rows and rows[0].row_kernel % 32 and not rows[0].warp_merge
+    forced = params.ops.copy()
+    forced[forced.index(rows[0])] = OpSchedule.from_dict({**rows[0].to_dict(), "warp_merge": True})
+    result = compile_iteration(str(job), 1, type(params).from_dict({**params.to_dict(), "ops": [s.to_dict()
+                                                                                             for s in forced]}))
+    assert not result.ok and result.stage == "schedule" and "to be whole warps" in result.error
+
+
+def test_a_long_recurrent_network_is_refused_at_once_with_its_step_count(tmp_path):
+    started = time.perf_counter()
+    with pytest.raises(FrontendError, match=r"LSTM of 2 layer\(s\) over 100 time steps unrolls into 200 cell steps"):
+        lower_model(str(BREADTH / "long_lstm.py"), str(tmp_path / "lstm"))
+    assert time.perf_counter() - started < 30
+
+
+def test_a_lowering_past_its_memory_limit_is_stopped_with_that_reason(tmp_path):
+    with pytest.raises(FrontendError, match="more than its 1 GB memory limit"):
+        lower_model_bounded(str(BREADTH / "huge_init.py"), str(tmp_path / "huge"), limits=LoweringLimits(memory_gb=1))
+
+
+def test_a_lowering_past_its_time_limit_is_stopped_with_that_reason(tmp_path):
+    with pytest.raises(FrontendError, match="ran past its limit of 2 s"):
+        lower_model_bounded(str(BREADTH / "group_norm.py"), str(tmp_path / "slow"), limits=LoweringLimits(seconds=2))
+
+
+def test_the_worst_input_draw_decides_each_output():
+    ok = OutputError("out", 1e-6, 1e-6, True)
+    wrong = OutputError("out", 0.5, 0.5, False)
+    larger = OutputError("out", 1e-5, 1e-5, True)
+    assert worst_of_draws([[ok], [wrong], [larger]]) == [wrong]
+    assert worst_of_draws([[ok], [larger]]) == [larger]
