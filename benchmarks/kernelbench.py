@@ -158,11 +158,17 @@ def compile_in_child(level: int, problem: Path, out: Path, limit_s: float) -> Co
     return CompileRow.from_json(path.read_text())
 
 
-def compile_all(items: list[tuple[int, Path]], out: Path, again: bool, jobs: int, limit_s: float) -> list[CompileRow]:
-    todo = [(level, p) for level, p in items if again or not row_path(out, level, p, "compile").exists()]
+def compile_all(items: list[tuple[int, Path]], out: Path, again: bool, failed: bool, jobs: int,
+                limit_s: float) -> list[CompileRow]:
+    def redo(level: int, p: Path) -> bool:
+        path = row_path(out, level, p, "compile")
+        return again or not path.exists() or failed and not CompileRow.from_json(path.read_text()).ok
+
+    todo = [(level, p) for level, p in items if redo(level, p)]
     done = len(items) - len(todo)
     if done:
-        print(f"{done} of {len(items)} problems already compiled in {out} (--again redoes them)", file=sys.stderr)
+        print(f"{done} of {len(items)} problems have a row in {out} (--again redoes them, --failed the failed ones)",
+              file=sys.stderr)
 
     def one(item: tuple[int, Path]) -> CompileRow:
         level, problem = item
@@ -330,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--record", help="append the table, dated, with device, commit and command, to FILE")
         if name != "table":
             p.add_argument("--again", action="store_true", help="redo problems that have a recorded row")
+    sub.choices["compile"].add_argument("--failed", action="store_true", help="redo the problems that failed")
     sub.choices["compile"].add_argument("--jobs", type=int, default=2, help="problems compiled at once (2)")
     sub.choices["compile"].add_argument("--limit", type=float, default=COMPILE_LIMIT_S,
                                         help=f"seconds per problem, lowering included ({COMPILE_LIMIT_S})")
@@ -343,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     if not items:
         parser.error(f"no problems found (suite: {SUITE})")
     if args.command == "compile":
-        rows = compile_all(items, args.out, args.again, args.jobs, args.limit)
+        rows = compile_all(items, args.out, args.again, args.failed, args.jobs, args.limit)
         table, device = compile_table(rows), "CPU machine (ptxas -arch=sm_90a judges the PTX)"
         title = "v0 compiles (CPU)"
     elif args.command == "measure":

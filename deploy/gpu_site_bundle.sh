@@ -2,7 +2,7 @@
 # Packs what a GPU node with no package access needs to run the whole farm, for a node whose
 # python3 already has torch, numpy, pandas, matplotlib, click and CUDA's Python bindings (the H200 image):
 #   - a site folder for that Python: the MLIR bindings with NVPTX (numba-cuda-mlir, slimmed to what
-#     the compile stage loads), celery[redis] and durable-rules;
+#     the compile stage loads), celery[redis], durable-rules and einops (which model files import);
 #   - a redis-server binary and the shared libraries it needs beyond glibc.
 # The result is one .tar.xz (about 45 MB) small enough to travel with the working tree.
 #
@@ -28,7 +28,7 @@ echo "== site packages for $("$PYTHON" --version)"
 # only what the node lacks: its own torch, numpy, pandas, matplotlib, click and CUDA bindings stay
 "$PYTHON" -m pip install -q --no-deps --target "$STAGE/site" numba-cuda-mlir==0.6.0 "celery[redis]==5.7.0" \
     kombu amqp vine billiard redis tzlocal tzdata click-didyoumean click-plugins click-repl prompt_toolkit \
-    wcwidth durable-rules==2.0.28
+    wcwidth durable-rules==2.0.28 einops
 rm -rf "$STAGE"/site/bin "$STAGE"/site/numba_cuda_mlir/lib
 # the compile stage loads only these of the bindings' extension modules (workers/compile/mlir.py's
 # dialect imports among them: a module left out fails every compile task on the node)

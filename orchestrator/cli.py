@@ -165,7 +165,7 @@ def cmd_submit(args) -> int:
             continue
         job = JobState(job_id=f"{batch}.{name}", batch=batch, model_path=os.path.abspath(path),
                        job_dir=job_dir, chip=args.chip, tf32=args.tf32,
-                       max_iterations=1 if args.compile_only else args.iterations, compile_only=args.compile_only,
+                       max_iterations=args.iterations, compile_only=args.compile_only,
                        status="queued", created=time.time(), start_params=start_params)
         store.create_job(job)
         job_ids.append(job.job_id)
@@ -309,7 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("submit", cmd_submit, "optimize models (KernelBench-format .py files), one job each, until done")
     p.add_argument("models", nargs="+", metavar="MODEL.py")
     p.add_argument("--iterations", type=int, default=6, help="most versions per model, v0 included (default 6)")
-    p.add_argument("--compile-only", action="store_true", help="lower and compile v0 only; exit 0 only if all compiled")
+    p.add_argument("--compile-only", action="store_true",
+                   help="lower and compile v0 only (a v0 that does not compile is repaired on the conservative path, "
+                        "within --iterations); exit 0 only if every model compiled")
     p.add_argument("--chip", default="sm_90a", help="target GPU architecture (default sm_90a)")
     p.add_argument("--schedule", metavar="PARAMS.json", help="start from this ScheduleParams instead of v0's own")
     p.add_argument("--tf32", action="store_true",

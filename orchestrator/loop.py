@@ -223,19 +223,21 @@ class Driver:
         job.best_version = best.version if best else None
         reason = self._stop_reason(job, it)
         if reason is not None:
-            job.status, job.stop_reason = ("failed" if it.version == 0 and not it.compile.ok else "done"), reason
+            job.status, job.stop_reason = _final_status(job), reason
             return
         self._next_iteration(job)
 
     def _stop_reason(self, job: JobState, it: IterationState) -> str | None:
-        if job.compile_only:
+        """Why the job ends after `it` without asking the advisor; a version that did not compile goes on to
+        the advisor's repair instead."""
+        if job.compile_only and it.compile.ok:
             return "compile-only run"
-        if it.version == 0 and not it.compile.ok:
-            return f"v0 did not compile ({it.compile.stage}): {it.compile.error or it.error}"
-        if it.measure is not None and it.measure.status == "skipped":
-            return f"measurement skipped: {it.measure.error or 'no reason given'}"
+        if it.version == 0 and job.start_params is not None and not it.compile.ok and it.compile.stage == "schedule":
+            return f"the schedule given with --schedule is invalid (not repaired): {it.compile.error}"
         if len(job.iterations) >= job.max_iterations:
             return f"reached the iteration limit ({job.max_iterations})"
+        if it.measure is not None and it.measure.status == "skipped":
+            return f"measurement skipped: {it.measure.error or 'no reason given'}"
         return None
 
     def _next_iteration(self, job: JobState) -> None:
@@ -244,13 +246,14 @@ class Driver:
 
         while True:
             best = best_iteration(job.iterations)
-            current = (best or job.iterations[0]).params
+            # from the best correct version; with none yet, from the last one (a repair builds on the repairs before it)
+            current = (best or job.iterations[-1]).params
             request = AdviceRequest(model=job.model, current=current, history=[_history(i) for i in job.iterations],
                                     max_iterations=job.max_iterations, rejected=list(job.rejected))
             decision = advise(request, self.experience)
             job.last_decision = decision
             if decision.action != "continue" or decision.hypothesis is None:
-                job.status, job.stop_reason = "done", decision.stop_reason or "the advisor stopped"
+                job.status, job.stop_reason = _final_status(job), decision.stop_reason or "the advisor stopped"
                 return
             version = len(job.iterations)
             it = IterationState(version, "compiling", current, hypothesis_text(decision, request),
@@ -265,7 +268,7 @@ class Driver:
                 job.rejected.append(decision.hypothesis)
                 reason = self._stop_reason(job, it)
                 if reason is not None:
-                    job.status, job.stop_reason = "done", reason
+                    job.status, job.stop_reason = _final_status(job), reason
                     return
 
     # -- side effects after a commit -------------------------------------------------------------
@@ -318,6 +321,13 @@ class Driver:
         if done is not None:
             log.info("[%s] final report: %s", job.job_id, os.path.join(job.job_dir, "final_report.md"))
         return done or self.store.get_job(job.job_id)  # type: ignore[return-value]
+
+
+def _final_status(job: JobState) -> str:
+    """"done" where a version compiled and, if any version was measured, one was correct; else "failed"."""
+    compiled = [i for i in job.iterations if i.compile is not None and i.compile.ok]
+    measured = [i for i in compiled if i.measure is not None and i.measure.status != "skipped"]
+    return "done" if compiled and (not measured or any(i.measure.correct for i in measured)) else "failed"
 
 
 def _mark_reported(job: JobState) -> JobState:

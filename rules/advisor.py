@@ -12,6 +12,7 @@ from rules.guide import Guide, load
 from rules.kernels import kernel_op_indices
 from rules.outcome import is_infrastructure_failure
 from rules.records import AdviceRequest, Decision, Evidence, Hypothesis, IterationRecord
+from rules.repair import broken, repair
 from rules.routing import edit_for
 from workers.records import KernelMetrics, OpSchedule, ScheduleEdit, img2col_op
 
@@ -89,9 +90,15 @@ class _Routing:
 
 
 def advise(request: AdviceRequest, experience=None) -> Decision:
-    """Exactly one next hypothesis, or a stop decision; the same inputs give the same decision."""
+    """Exactly one next hypothesis, or a stop decision; the same inputs give the same decision. A broken
+    version with nothing correct before it gets a repair (rules/repair.py); after a broken version that a
+    correct one precedes, the next starts from the best (request.current), which undoes the change."""
     guide = load()
     best = _best(request.history)
+    if best is None and request.history and len(request.history) < request.max_iterations:
+        repaired = repair(request, guide, {_edit_key(h.hypothesis.edit) for h in request.history if h.hypothesis})
+        if repaired is not None:
+            return repaired
     reason = _stop_before_routing(request, guide, best)
     if reason:
         return _stop(reason, guide)
@@ -101,7 +108,9 @@ def advise(request: AdviceRequest, experience=None) -> Decision:
     schedules = {s.op_index: s for s in request.current.ops}
     blocked = blocked_edits(request, guide)
     classes = classify(kernels, guide)
-    evidence: list[Evidence] = []
+    why = broken(request.history[-1], guide)
+    evidence = [Evidence("go_on_from_best", "model", {}, f"{why}; the next version starts from v{best.version}, the "
+                                                         "best correct one")] if why else []
     top_saturated = None
     for rank, i in enumerate(sorted(range(len(kernels)), key=lambda i: (-kernels[i].duration_us, i))):
         c, k = classes[i], kernels[i]

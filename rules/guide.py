@@ -14,7 +14,7 @@ GUIDE_PATH = os.path.join(os.path.dirname(__file__), "guide.json")
 class Family:
     name: str
     generator: str
-    touches: str  # resource line: "launch" | "memory" | "traffic" | "compute"
+    touches: str  # resource line: "launch" | "memory" | "traffic" | "compute"; "repair" for repairs
     available: bool
     expected: str
     unavailable_reason: str = ""
@@ -34,6 +34,9 @@ class Guide:
     infra_compile_stages: tuple[str, ...]  # compile stages / measure statuses that are the farm's failures,
     infra_measure_statuses: tuple[str, ...]  # not the schedule's: such a hypothesis may be retried
     infra_retries: int
+    broken_measure_statuses: tuple[str, ...]  # measurements a repair answers (rules/repair.py)
+    repair_order: tuple[str, ...]  # repair families, first choice first
+    repair_accept_rule: str
 
     def route(self, bottleneck: str, op_family: str) -> list[str]:
         by_family = self.routes.get(bottleneck, self.routes["unknown"])
@@ -51,6 +54,9 @@ def load(path: str = GUIDE_PATH) -> Guide:
         raise ValueError(f"{path}: routes name undefined hypothesis families {sorted(unknown)}")
     if "unknown" not in routes or raw["classification"][-1]["rule"] != "unclassified":
         raise ValueError(f"{path}: needs an 'unknown' route and the catch-all rule 'unclassified' last")
+    if set(raw["repair"]["order"]) - set(families):
+        raise ValueError(f"{path}: the repair order names undefined families "
+                         f"{sorted(set(raw['repair']['order']) - set(families))}")
     return Guide(version=raw["version"], thresholds=raw["thresholds"],
                  rule_classes={r["rule"]: r["class"] for r in raw["classification"]}, routes=routes,
                  families=families, success_above_pct=raw["outcome"]["success_above_pct"],
@@ -58,4 +64,6 @@ def load(path: str = GUIDE_PATH) -> Guide:
                  no_gain_iterations=raw["stop"]["no_gain_iterations"], accept_rule=raw["accept_rule"],
                  infra_compile_stages=tuple(raw["infrastructure"]["compile_stages"]),
                  infra_measure_statuses=tuple(raw["infrastructure"]["measure_statuses"]),
-                 infra_retries=raw["infrastructure"]["retries"])
+                 infra_retries=raw["infrastructure"]["retries"],
+                 broken_measure_statuses=tuple(raw["repair"]["broken_measure_statuses"]),
+                 repair_order=tuple(raw["repair"]["order"]), repair_accept_rule=raw["repair"]["accept_rule"])

@@ -134,6 +134,22 @@ def _decompositions() -> dict:
             torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition}
 
 
+_RESOURCES = re.compile(r"\n\{-#\s*dialect_resources:.*#-\}\s*$", re.S)
+_BLOB = re.compile(r'^\s*([\w.]+): "0x([0-9A-Fa-f]{8})([0-9A-Fa-f]*)"', re.M)
+
+
+def inline_resources(text: str) -> str:
+    """torch-mlir writes a non-splat constant (an index tensor of an as_strided window, a mask) as
+    dense_resource<blob>, which the compile stage cannot read back into a launch's constant buffer: each
+    becomes dense<"0x..."> with the blob's bytes (after its 4-byte alignment prefix), the same values."""
+    found = _RESOURCES.search(text)
+    if not found:
+        return text
+    blobs = {name: data for name, _, data in _BLOB.findall(found.group(0))}
+    body = text[:found.start()] + "\n"
+    return re.sub(r"dense_resource<([\w.]+)>", lambda m: f'dense<"0x{blobs[m.group(1)]}">', body)
+
+
 def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[list[int]]]:
     """(IR text, lifted state names, output shapes). `inputs`: tensors and Python numbers."""
     from torch_mlir import fx
@@ -149,7 +165,7 @@ def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[
     _strip_asserts(module)
     func = next(op for op in module.body.operations if op.operation.name == "func.func")
     outputs = [list(t.shape) for t in func.type.results]
-    return str(module), names, outputs
+    return inline_resources(str(module)), names, outputs
 
 
 @contextlib.contextmanager

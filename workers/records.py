@@ -203,9 +203,6 @@ class ScheduleParams(JsonRecord):
     fuse_elementwise: bool = True  # run linalg-fuse-elementwise-ops before the schedule
     chip: str = "sm_90a"
     precision: str = "fp32"
-    # what a kernel without a schedule in `ops` gets: v0's operator-aware template, or (a repair) the
-    # conservative path (schedule.conservative_schedule)
-    conservative: bool = False
 
 
 @dataclass

@@ -387,7 +387,7 @@ def conservative_schedule(op: OpInfo, family: str) -> OpSchedule:
     threads of a block along the innermost parallel loop (its largest divisor; the next loop too where that
     gives fewer than a warp), every other parallel loop one block per index (a linear grid past three
     loops), reductions whole in each thread; no vectors, shared memory, split reductions or tensor cores.
-    A repair puts a kernel that failed on it (rules: family conservative_kernel)."""
+    Repairs put a kernel that failed, or every op, on it (rules/repair.py)."""
     ranges, iters = op.loop_ranges, op.iterator_types
     parallel = [d for d, it in enumerate(iters) if it == "parallel" and ranges[d] > 1]
     block, thread = [0] * len(ranges), [0] * len(ranges)
@@ -403,10 +403,6 @@ def conservative_schedule(op: OpInfo, family: str) -> OpSchedule:
     if not parallel and "parallel" in iters:  # one output (a loss's unit loop): one block of one thread
         block[iters.index("parallel")] = 1
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread)
-
-
-def conservative_group_schedule(g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
-    return conservative_schedule(facts[g.anchor].info, group_family(g, facts))
 
 
 # a 2-D transpose of 32-bit elements (an f32 weight that a SIMT matmul reads in (k, n) rows): blocks of
@@ -647,28 +643,25 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
 
 
 RETILING_FIELDS = ("img2col", "tensor_core")
-WHOLE_SCHEDULE = "schedule"  # an edit of op X's field "schedule" replaces its whole OpSchedule (a repair)
+WHOLE_SCHEDULE = "schedule"  # op X's "schedule": its whole OpSchedule (a repair: the conservative path)
+ALL_SCHEDULES = "ops"  # the params' "ops": every op's OpSchedule (a repair: all on the conservative path)
 
 
 def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
-    """A copy of `params` with exactly one field changed. Two edits change what the field stands for: op X's
-    `schedule` (a whole OpSchedule, the conservative path of one kernel) and the params' `conservative`,
-    which also drops every kernel's own schedule, so that all take the conservative path."""
+    """A copy of `params` with exactly one field changed; op X's `schedule` and the params' `ops` replace whole
+    OpSchedules (dicts)."""
     new = ScheduleParams.from_dict(params.to_dict())
+    if edit.op_index == -1 and edit.field == ALL_SCHEDULES:
+        new.ops = [_whole_schedule(value, value.get("op_index") if isinstance(value, dict) else None)
+                   for value in edit.value]
+        return new
     if edit.op_index == -1:
         if edit.field not in PARAM_FIELDS:
             raise ScheduleError(f"unknown schedule parameter {edit.field!r}")
         setattr(new, edit.field, edit.value)
-        if edit.field == "conservative" and edit.value:
-            new.ops = []
         return new
     if edit.field == WHOLE_SCHEDULE:
-        try:
-            replacement = OpSchedule.from_dict(edit.value)
-        except (TypeError, ValueError) as e:
-            raise ScheduleError(f"op {edit.op_index}: a schedule edit carries a whole OpSchedule: {e}") from None
-        if replacement.op_index != edit.op_index:
-            raise ScheduleError(f"op {edit.op_index}: the schedule edit carries op {replacement.op_index}'s schedule")
+        replacement = _whole_schedule(edit.value, edit.op_index)
         new.ops = sorted([s for s in new.ops if s.op_index != edit.op_index] + [replacement], key=lambda s: s.op_index)
         return new
     targets = [s for s in new.ops if s.op_index == edit.op_index]
@@ -686,6 +679,16 @@ def apply_edit(params: ScheduleParams, edit: ScheduleEdit) -> ScheduleParams:
         return new
     setattr(targets[0], edit.field, edit.value)
     return new
+
+
+def _whole_schedule(value, op_index: int | None) -> OpSchedule:
+    try:
+        schedule = OpSchedule.from_dict(value)
+    except (TypeError, ValueError, AttributeError) as e:
+        raise ScheduleError(f"op {op_index}: a schedule edit carries a whole OpSchedule: {e}") from None
+    if schedule.op_index != op_index:
+        raise ScheduleError(f"op {op_index}: the schedule edit carries op {schedule.op_index}'s schedule")
+    return schedule
 
 
 def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> MmaPlan:
@@ -1034,8 +1037,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     """transform.mlir for the payload described by `facts`; also returns its kernels in launch order."""
     groups = plan_groups(facts, params)
     by_index = {s.op_index: s for s in params.ops}
-    schedules = {g.anchor: by_index.get(g.anchor) or (conservative_group_schedule(g, facts) if params.conservative
-                                                      else default_group_schedule(g, facts, params.precision, params.chip))
+    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision, params.chip)
                  for g in groups}
     kernels = plan_kernels(groups, schedules, facts)
     ids = {(c.anchor, c.partial): i for i, c in enumerate(kernels)}
