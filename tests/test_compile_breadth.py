@@ -112,6 +112,30 @@ def test_group_norm_lowers_without_gathers(tmp_path):
     assert len(linalg) < 20_000
 
 
+@pytest.mark.parametrize("name", ["cumsum_reverse", "cross_entropy", "dilated_conv"])
+def test_scans_gathers_and_dilated_convs_compile_with_every_kernel_on_the_gpu(tmp_path, name):
+    """A cumsum is shifted copies (concats, each piece a copy kernel writing its slice in place) and adds; a
+    flip or a target's score is a gather the vectorizer takes; img2col takes no dilation, so v0 keeps such
+    a conv direct. (The host check that passed proves no copy was left on the host.)"""
+    job, params, config = compiled(tmp_path, name)
+    assert "tm_tensor" not in (job / "model_linalg.mlir").read_text()
+    assert not any(s.img2col for s in params.ops)
+
+
+def test_a_non_splat_constant_reaches_the_launch_config_with_its_values(tmp_path):
+    """torch-mlir writes it as dense_resource<blob>, which the frontend inlines as dense<"0x...">."""
+    job, _, config = compiled(tmp_path, "constant_table")
+    assert "dense_resource" not in (job / "model_linalg.mlir").read_text()
+    assert [b.values for b in config.buffers if b.role == "constant"] == [[0.5, 2.0, -1.0, 4.0]]
+
+
+def test_a_hidden_state_kept_as_a_plain_tensor_is_lifted_like_a_weight(tmp_path):
+    """forward writes it (copy_, then a new tensor): torch.export refused it as a mutated constant."""
+    job, _, config = compiled(tmp_path, "stateful_rnn")
+    assert "hidden" in json.loads((job / "model_info.json").read_text())["weight_names"]
+    assert "weight:hidden" in [b.source for b in config.buffers]
+
+
 def test_v0_takes_warp_merge_only_where_the_threads_are_whole_warps(tmp_path):
     job, params, _ = compiled(tmp_path, "odd_row_norm")
     rows = [s for s in params.ops if s.row_kernel]

@@ -271,7 +271,7 @@ def test_bad_schedule_fails_cleanly_at_the_schedule_stage(compiled, tmp_path):
 
 
 @pytest.mark.parametrize("model, cause", [("no_model_class.py", "lacks Model"),
-                                          ("unsupported_op.py", "failing op is torch.")])
+                                          ("unsupported_op.py", "failing op is torch.aten.fft_fft at unsupported_op.py:8")])
 def test_frontend_errors_name_the_file_and_the_cause(tmp_path, model, cause):
     with pytest.raises(FrontendError) as err:
         lower_model(str(BAD / model), str(tmp_path / "job"))

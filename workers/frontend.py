@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from workers.model_loader import ModelLoadError, load_model, tensor_inputs
+from workers.model_loader import STATE_BUFFERS, ModelLoadError, load_model, tensor_inputs
 from workers.records import ModelInfo
 from workers.atomic import write_text
 from workers.layout import LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE
@@ -34,7 +34,9 @@ class FrontendError(Exception):
 
 class _Lifted(nn.Module):
     """The model as a pure function of (tensor inputs..., parameters and buffers...); the inputs that are
-    Python numbers are constants of the function, at their place in the model's argument list."""
+    Python numbers are constants of the function, at their place in the model's argument list. Buffers that
+    were plain tensor attributes (model_loader.STATE_BUFFERS) are handed over as copies, which forward may
+    write."""
 
     def __init__(self, model: nn.Module, state_names: list[str], inputs: list):
         super().__init__()
@@ -42,9 +44,11 @@ class _Lifted(nn.Module):
         self.state_names = state_names
         self.inputs = inputs  # None where a tensor argument goes
         self.n_inputs = sum(x is None for x in inputs)
+        self.written = getattr(model, STATE_BUFFERS, frozenset())
 
     def forward(self, *args):
-        state = dict(zip(self.state_names, args[self.n_inputs:]))
+        state = {name: value.clone() if name in self.written else value
+                 for name, value in zip(self.state_names, args[self.n_inputs:])}
         tensors = iter(args[: self.n_inputs])
         call = [next(tensors) if x is None else x for x in self.inputs]
         return torch.func.functional_call(self.model, state, tuple(call))
@@ -56,6 +60,39 @@ def _failing_op(message: str) -> str:
         if found:
             return found.group(found.lastindex or 0)
     return "not named by torch-mlir"
+
+
+# torch-mlir's conversions out of the torch dialect, as its linalg backend runs them (each a partial one)
+TORCH_CONVERSIONS = ("builtin.module(func.func(convert-torch-to-tmtensor,convert-torch-to-linalg,convert-torch-to-scf,"
+                     "convert-torch-to-arith,convert-torch-to-tensor))")
+
+
+def unlowered_ops(model: nn.Module, inputs: list) -> list[str]:
+    """The aten ops that torch-mlir's conversions leave, each with the model source line it comes from
+    ("torch.aten.fft_fft at model.py:8"): the op at fault, where the failed full lowering names whatever it
+    met first (a torch.constant.int that only the unlowered op used)."""
+    from torch_mlir import fx, ir as tm_ir
+    from torch_mlir.compiler_utils import OutputType
+    from torch_mlir.passmanager import PassManager
+
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    lifted = _Lifted(model, list(state), [None if isinstance(x, torch.Tensor) else x for x in inputs])
+    with torch.no_grad():
+        module = fx.export_and_import(lifted, *tensor_inputs(inputs), *[t.detach() for t in state.values()],
+                                      output_type=OutputType.TORCH, func_name="forward",
+                                      decomposition_table=_decompositions())
+    with module.context:
+        PassManager.parse(TORCH_CONVERSIONS).run(module.operation)
+    found = []
+
+    def visit(op):
+        if op.name.startswith("torch.aten."):
+            where = re.search(r'"([^"]+)":(\d+)', str(op.location))
+            found.append(op.name + (f" at {os.path.basename(where[1])}:{where[2]}" if where else ""))
+        return tm_ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return list(dict.fromkeys(found))
 
 
 def _strip_asserts(module) -> None:
@@ -257,10 +294,15 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
             errors = [line for line in diagnostics.read().splitlines() if "error:" in line]
             cause = (errors[0].split("error:", 1)[1].strip() if errors
                      else (str(e).strip().splitlines() or [type(e).__name__])[0])
+            try:
+                with _stderr_to(diagnostics):
+                    culprits = ", ".join(unlowered_ops(model, inputs))
+            except Exception:  # the model does not even import to the torch dialect: the first error says why
+                culprits = ""
             raise FrontendError(
                 f"{path.name}: torch-mlir could not lower the model to linalg-on-tensors; the failing op is "
-                f"{_failing_op(chr(10).join(errors) + str(e))} ({type(e).__name__}: {cause[:300]}). Rewrite "
-                "that op with supported PyTorch ops or leave this model out; the other models of the "
+                f"{culprits or _failing_op(chr(10).join(errors) + str(e))} ({type(e).__name__}: {cause[:300]}). "
+                "Rewrite that op with supported PyTorch ops or leave this model out; the other models of the "
                 "submission go on.") from None
     seconds = time.perf_counter() - started
     from workers.compile.analysis import analyze

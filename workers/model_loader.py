@@ -67,7 +67,26 @@ def load_model(model_path: str, seed: int = 0, input_values: bool = True) -> tup
         model = module.Model(*module.get_init_inputs()).eval()
     except Exception as e:
         raise ModelLoadError(f"{name}: building the model failed ({type(e).__name__}: {e})") from None
+    _tensor_attributes_as_buffers(model)
     return model, draw_inputs(module, name, seed) if input_values else _checked(name, _shaped_like(module.get_inputs))
+
+
+STATE_BUFFERS = "_mlir_farm_state_buffers"  # the model's attribute naming the buffers made of plain tensors
+
+
+def _tensor_attributes_as_buffers(model: torch.nn.Module) -> None:
+    """A tensor kept as a plain attribute (an RNN's hidden state) becomes a buffer: state the model reads
+    like its weights, lifted to an argument by the frontend and uploaded by the measure worker (as a plain
+    attribute, torch.export takes it for a constant, and refuses one that forward changes). Their names
+    are kept in the model's STATE_BUFFERS: forward may write them, so the frontend hands it copies."""
+    names = []
+    for prefix, module in model.named_modules():
+        for name, value in list(vars(module).items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                delattr(module, name)
+                module.register_buffer(name, value)
+                names.append(f"{prefix}.{name}" if prefix else name)
+    setattr(model, STATE_BUFFERS, frozenset(names))
 
 
 def draw_inputs(module, name: str, seed: int) -> list:
