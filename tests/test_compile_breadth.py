@@ -122,6 +122,15 @@ def test_scans_gathers_and_dilated_convs_compile_with_every_kernel_on_the_gpu(tm
     assert not any(s.img2col for s in params.ops)
 
 
+def test_an_output_that_is_a_strided_view_is_copied_by_a_kernel(tmp_path):
+    """The relu's kernel writes the whole tensor; a second kernel copies the slice into the output's own
+    buffer (which nothing but it writes)."""
+    job, _, config = compiled(tmp_path, "returns_a_slice")
+    (output,) = config.outputs
+    writers = [launch for launch in config.launches if output.buffer in [a.buffer for a in launch.args]]
+    assert output.shape == [16, 64] and len(config.launches) == 2 and writers == config.launches[1:]
+
+
 def test_a_non_splat_constant_reaches_the_launch_config_with_its_values(tmp_path):
     """torch-mlir writes it as dense_resource<blob>, which the frontend inlines as dense<"0x...">."""
     job, _, config = compiled(tmp_path, "constant_table")

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from workers.compile import mlir
-from workers.compile.passes import scalar_unit_loop
+from workers.compile.passes import copy_returned_views, scalar_unit_loop
 from workers.compile.pipeline import transform_module_head
 from workers.records import OpInfo
 
@@ -97,11 +97,13 @@ def _prepare_module() -> str:
 def prepared_payload(payload_text: str, pre_pipeline: str) -> ir.Module:
     """model_linalg.mlir as the schedule takes it: after the pre-schedule pipeline, matmuls of extended
     operands narrowed (mlir.narrow_matmul_operands), ops with a 0-D result given a unit loop
-    (farm-scalar-unit-loop). In the caller's context."""
+    (farm-scalar-unit-loop), outputs that are strided views copied (farm-copy-returned-views). In the
+    caller's context."""
     module = mlir.parse(payload_text, "model_linalg.mlir")
     mlir.run_pipeline(module, pre_pipeline)
     mlir.narrow_matmul_operands(module)
     scalar_unit_loop.run(module)
+    copy_returned_views.run(module)
     return module
 
 
