@@ -1,6 +1,7 @@
 """The KernelBench harness: does v0 compile for every problem, is it correct, and is it fast?
 
     .venv/bin/python benchmarks/kernelbench.py compile [--level 1 2 3 | PROBLEM.py...] [--out kb-out]
+    .venv/bin/python benchmarks/kernelbench.py pack [--out kb-out]         # what a GPU node needs, as one archive
     python3 benchmarks/kernelbench.py measure [--out kb-out] [--record FILE]      # on a GPU node
     .venv/bin/python benchmarks/kernelbench.py table [--out kb-out]               # what is recorded so far
 
@@ -76,6 +77,15 @@ def problems(levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
         return [(_level_of(Path(f)), Path(f).resolve()) for f in files]
     return [(level, path) for level in levels
             for path in sorted((SUITE / f"level{level}").glob("*.py"), key=lambda p: _number(p.stem))]
+
+
+def recorded(out: Path, levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
+    """(level, problem) of each problem with a compile row in `out` (of the levels, or of the named files):
+    a GPU node measures the job folders it was given, without the suite."""
+    names = {Path(f).stem for f in files}
+    return [(level, Path(path.name[:-len(".compile.json")])) for level in levels
+            for path in sorted((out / f"level{level}").glob("*.compile.json"), key=lambda p: _number(p.name))
+            if not names or path.name[:-len(".compile.json")] in names]
 
 
 def _level_of(path: Path) -> int:
@@ -232,6 +242,27 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
     return list(rows.values())
 
 
+MEASURE_NEEDS = ("model.py", "model_info.json", "v0/config.json", "v0/kernels.ptx", "v0/compile_result.json")
+
+
+def pack(items: list[tuple[int, Path]], out: Path, archive: Path) -> int:
+    """What `measure` needs of each compiled problem (the rows and MEASURE_NEEDS of its job folder), as a
+    .tar.xz to carry to a GPU node, which unpacks it in its working tree. Returns the problems packed."""
+    import tarfile
+
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    packed = 0
+    with tarfile.open(archive, "w:xz") as tar:
+        for level, problem in items:
+            row = row_path(out, level, problem, "compile")
+            if not CompileRow.from_json(row.read_text()).ok:
+                continue
+            for path in (row, *(job_dir(out, level, problem) / name for name in MEASURE_NEEDS)):
+                tar.add(path, arcname=str(path.relative_to(out.parent)))
+            packed += 1
+    return packed
+
+
 def _us(timing) -> float:
     return round(timing.median_us, 2) if timing else 0.0
 
@@ -327,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("compile", "lower and compile v0 of each problem (CPU)"),
+                       ("pack", "pack what `measure` needs of the compiled problems, to carry to a GPU node"),
                        ("measure", "measure each compiled v0 on this node's GPU"),
                        ("table", "print the tables of what is recorded")):
         p = sub.add_parser(name, help=text, description=text)
@@ -334,25 +366,36 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--level", type=int, nargs="+", choices=LEVELS, default=list(LEVELS))
         p.add_argument("--out", type=Path, default=Path("kb-out"), help="job folders and rows (default kb-out)")
         p.add_argument("--record", help="append the table, dated, with device, commit and command, to FILE")
-        if name != "table":
+        if name in ("compile", "measure"):
             p.add_argument("--again", action="store_true", help="redo problems that have a recorded row")
     sub.choices["compile"].add_argument("--failed", action="store_true", help="redo the problems that failed")
     sub.choices["compile"].add_argument("--jobs", type=int, default=2, help="problems compiled at once (2)")
     sub.choices["compile"].add_argument("--limit", type=float, default=COMPILE_LIMIT_S,
                                         help=f"seconds per problem, lowering included ({COMPILE_LIMIT_S})")
+    sub.choices["pack"].add_argument("--to", type=Path, default=Path(".kb-carry/jobs.tar.xz"),
+                                     help="the archive (default .kb-carry/jobs.tar.xz, which git ignores)")
     sub.choices["measure"].add_argument("--timeout", type=float, default=120, help="seconds per measurement (120)")
     sub.choices["measure"].add_argument("--budget", type=float, default=540,
                                         help="stop starting measurements after this many seconds (540)")
     sub.choices["measure"].add_argument("--peer-workers", type=int, default=8,
                                         help="torch.compile processes warming the peers at once (8)")
     args = parser.parse_args(argv)
-    items = problems(args.level, args.problems)
+    if args.command == "compile":
+        items, where = problems(args.level, args.problems), f"the suite ({SUITE})"
+    else:
+        levels = sorted({_level_of(Path(f)) for f in args.problems}) if args.problems else args.level
+        items, where = recorded(args.out, levels, args.problems), f"the compile rows in {args.out}"
     if not items:
-        parser.error(f"no problems found (suite: {SUITE})")
+        parser.error(f"no problems found in {where}")
     if args.command == "compile":
         rows = compile_all(items, args.out, args.again, args.failed, args.jobs, args.limit)
         table, device = compile_table(rows), "CPU machine (ptxas -arch=sm_90a judges the PTX)"
         title = "v0 compiles (CPU)"
+    elif args.command == "pack":
+        packed = pack(items, args.out, args.to)
+        print(f"{packed} compiled problems in {args.to} ({args.to.stat().st_size / 1e6:.1f} MB); on the GPU node, in "
+              f"the working tree: tar xJf {args.to}, then {Path(__file__).name} measure --out {args.out.name}")
+        return 0
     elif args.command == "measure":
         rows = measure_all(items, args.out, args.again, args.timeout, args.budget, args.peer_workers)
         table, title = measure_table(rows), "v0 measured"

@@ -1,0 +1,16 @@
+# On a GPU node: the KernelBench harness's measure step (benchmarks/kernelbench.py measure) on the problems
+# compiled on a CPU machine and packed there (`kernelbench.py pack --out DIR`). Carry .gpu-bundle/site.tar.xz,
+# .whl and .kb-carry/. The table and the rows come back under $OUT.
+#   bash benchmarks/gpu_node/kernelbench.sh DIR [kernelbench.py measure options, e.g. --level 1]
+[ $# -ge 1 ] || { echo "usage: kernelbench.sh DIR [measure options]" >&2; exit 2; }
+set -e
+source benchmarks/gpu_node/env.sh
+tar xJf .kb-carry/jobs.tar.xz
+set +e
+dir=$1
+shift
+limit=$(( ${BUDGET_S:-570} - SECONDS ))
+timeout $limit python3 benchmarks/kernelbench.py measure --out "$dir" --budget $(( limit - 90 )) \
+    --record "$OUT/kernelbench_h200.md" "$@"
+# the rows and the cached peer times, for the next call and for benchmarks/results
+find "$dir" -name '*.measure.json' -o -name reference_timing.json | tar czf "$OUT/rows.tgz" -T -

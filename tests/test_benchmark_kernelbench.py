@@ -1,0 +1,57 @@
+"""The KernelBench harness (benchmarks/kernelbench.py) on small problems: compile rows, resuming, the time limit,
+packing for a GPU node, and the fast_p tables (the measurement itself needs a GPU: its rows are hand-made)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import kernelbench  # noqa: E402
+from kernelbench import CompileRow, MeasureRow, measure_table  # noqa: E402
+
+BREADTH = REPO / "tests" / "data" / "breadth"
+
+
+def harness(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "kernelbench.py"), *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_compile_records_a_row_per_problem_resumes_and_packs_what_a_gpu_node_needs(tmp_path):
+    out = tmp_path / "kb"
+    models = [str(BREADTH / "mse_loss.py"), str(BREADTH / "long_lstm.py")]
+    done = harness("compile", *models, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = {r.problem: r for r in (CompileRow.from_json(p.read_text()) for p in (out / "level0").glob("*.compile.json"))}
+    assert rows["mse_loss"].ok and rows["mse_loss"].stage == "done" and rows["mse_loss"].kernels >= 1
+    assert not rows["long_lstm"].ok and rows["long_lstm"].stage == "frontend"
+    assert "unrolls into 200 cell steps" in rows["long_lstm"].error
+    assert "| 0 | 2 | 1 (50%) | frontend: 1 |" in done.stdout
+    again = harness("compile", *models, "--out", str(out))
+    assert "2 of 2 problems have a row" in again.stderr and "level0/mse_loss: compiled" not in again.stderr
+    packed = harness("pack", *models, "--out", str(out), "--to", str(tmp_path / "jobs.tar.xz"))
+    assert packed.returncode == 0 and "1 compiled problems" in packed.stdout, packed.stderr
+    with tarfile.open(tmp_path / "jobs.tar.xz") as tar:
+        names = set(tar.getnames())
+    assert {f"kb/level0/mse_loss/{n}" for n in kernelbench.MEASURE_NEEDS} | {"kb/level0/mse_loss.compile.json"} <= names
+    assert not any("long_lstm" in n for n in names)
+
+
+def test_a_problem_past_its_time_limit_is_recorded_with_that_reason(tmp_path):
+    done = harness("compile", str(BREADTH / "group_norm.py"), "--out", str(tmp_path / "kb"), "--limit", "1")
+    row = CompileRow.from_json((tmp_path / "kb" / "level0" / "group_norm.compile.json").read_text())
+    assert done.returncode == 0 and not row.ok and row.stage == "crash" and "ran past 1 s" in row.error
+
+
+def test_fast_p_counts_a_wrong_or_failed_problem_as_not_fast():
+    rows = [MeasureRow("a", 1, "ok", correct=True, ours_us=50, eager_us=100, compiled_us=40),   # 2x eager, 0.8x compile
+            MeasureRow("b", 1, "ok", correct=True, ours_us=100, eager_us=110, compiled_us=200),  # 1.1x, 2x
+            MeasureRow("c", 1, "wrong_result", correct=False, ours_us=10, eager_us=100, compiled_us=100),
+            MeasureRow("d", 1, "not compiled")]
+    line = measure_table(rows).splitlines()[2]
+    # correct 2 of 4; fast_1 vs eager 2/4, fast_1.2 1/4; vs torch.compile 1/4 both; geomeans over the correct
+    assert line.startswith("| 1 | 4 | 2 (50%) | 0.50 / 0.25 | 1.48x | 0.25 / 0.25 | 1.26x |"), line
