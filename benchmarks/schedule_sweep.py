@@ -111,17 +111,6 @@ ROW_VARIANTS = [
             row_kernel_reductions=3),
     Variant("a kernel per reduction", reductions="block"),
 ]
-# cache operators (cache_streaming) other than v0's: .cs streams loads and/or stores (evict-first in L1
-# and L2); run 22: the row sum's loads 1.01x (now v0's, as Inductor's evict_first loads), every other
-# line's lost (the row kernels' 4-18%, the elementwise chain's 2%), stores neutral
-STREAMING = {"none": "default cache operators (.ca loads)", "loads": "loads streamed (.cs)",
-             "stores": "stores streamed (.cs)", "all": "loads and stores streamed (.cs)"}
-
-
-def streaming_variants(family: str, v0: str = "none") -> list[Variant]:
-    return [Variant(name, family, {"cache_streaming": knob}) for knob, name in STREAMING.items() if knob != v0]
-
-
 # the ResNet conv through img2col, loops (n, f, oh*ow, c*kh*kw): v0 takes 112 pixels (two output rows) x
 # 64 channels per block (1.14x over 56, run 14), 8 channels x 8 pixels per thread, K steps of 9
 IMG2COL_VARIANTS = [
@@ -142,11 +131,11 @@ class Sweep:
 # the row sum's v0: 1024 interleaved threads per row (1.06x over 512, run 24); the elementwise chain's: a
 # 128-bit vector in each of two rows per thread (1.01x over a run of two in one row, run 23)
 SWEEPS = {
-    "softmax_large": Sweep(MODELS / "softmax_large.py", ROW_VARIANTS + streaming_variants("reduction")),
-    "layernorm_large": Sweep(MODELS / "layernorm_large.py", ROW_VARIANTS + streaming_variants("reduction")),
-    "reduce_sum_large": Sweep(MODELS / "reduce_sum_large.py", streaming_variants("reduction", v0="loads") + [
+    "softmax_large": Sweep(MODELS / "softmax_large.py", ROW_VARIANTS),
+    "layernorm_large": Sweep(MODELS / "layernorm_large.py", ROW_VARIANTS),
+    "reduce_sum_large": Sweep(MODELS / "reduce_sum_large.py", [
         Variant(f"block reduction {n}", block_reductions=n) for n in (256, 512)]),
-    "elementwise_large": Sweep(MODELS / "elementwise_large.py", streaming_variants("elementwise") + [
+    "elementwise_large": Sweep(MODELS / "elementwise_large.py", [
         Variant("a run of two vectors in one row per thread", "elementwise", {"thread_tile": [1, 8]}),
         Variant("a vector in each of four rows per thread", "elementwise",
                 {"block_tile": [8, 256], "thread_tile": [4, 4]})]),
@@ -167,11 +156,10 @@ SWEEPS = {
 
 def variant_params(job: str, variant: Variant, tf32: bool = False):
     from workers.compile.analysis import analyze
-    from workers.compile.pipeline import default_pipeline
     from workers.compile.schedule import initial_params_for, with_row_kernels
     from workers.layout import LINALG_FILE
 
-    facts = analyze(Path(job, LINALG_FILE).read_text(), default_pipeline("sm_90a").pre_schedule)
+    facts = analyze(Path(job, LINALG_FILE).read_text())
     params = initial_params_for(facts, tf32=tf32, reductions=variant.reductions)
     if variant.row_kernel_reductions:
         params = with_row_kernels(params, facts, variant.row_kernel_reductions)

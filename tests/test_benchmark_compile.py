@@ -1,7 +1,7 @@
 """The CPU step of the GPU benchmarks: every perf target's v0 and every variant of every schedule sweep
 compiles (the variants to kernels or launches other than v0's), so that a GPU call (minutes of a scarce
 device budget) never carries a version that could only fail there or that measures v0 again (a variant
-v0 has since adopted)."""
+v0 has since adopted); and each rebuilds byte for byte from its folder alone (the record is the replay)."""
 from __future__ import annotations
 
 import subprocess
@@ -16,10 +16,20 @@ def compile_step(script: str, out: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
-def test_every_perf_target_compiles(tmp_path):
+def replays(out: Path) -> subprocess.CompletedProcess:
+    """Every compiled version of every job under `out`, rebuilt from its folder (workers/compile/replay.py)."""
+    jobs = [str(job) for job in sorted(out.iterdir()) if (job / "model_linalg.mlir").exists()]
+    return subprocess.run([sys.executable, "-c", "import sys\nfrom workers.compile.replay import main\n"
+                           "sys.exit(max(main([job]) for job in sys.argv[1:]))", *jobs],
+                          capture_output=True, text=True, timeout=1800, cwd=REPO)
+
+
+def test_every_perf_target_compiles_and_replays(tmp_path):
     done = compile_step("perf_targets.py", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert done.stdout.count(": v0 compiled") == len([d for d in tmp_path.iterdir() if d.is_dir()]) >= 11
+    again = replays(tmp_path)
+    assert again.returncode == 0 and again.stdout.count("rebuilt byte for byte") >= 11, again.stdout + again.stderr
 
 
 def test_every_variant_of_every_sweep_compiles(tmp_path):
@@ -31,3 +41,5 @@ def test_every_variant_of_every_sweep_compiles(tmp_path):
     same = [str(v.relative_to(tmp_path)) for job in tmp_path.iterdir() for v in job.glob("v*")
             if v.name != "v0" and built(v) == built(job / "v0")]
     assert not same, f"variants that v0 already is: {same}"
+    again = replays(tmp_path)  # every knob a sweep turns is in the record
+    assert again.returncode == 0 and again.stdout.count("rebuilt byte for byte") >= 50, again.stdout[-3000:]

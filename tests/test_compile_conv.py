@@ -14,7 +14,6 @@ import pytest
 
 from workers.compile import compile_iteration, initial_params
 from workers.compile.analysis import analyze
-from workers.compile.pipeline import default_pipeline
 from workers.compile.schedule import ScheduleError, default_op_schedule, emit_transform, img2col_schedule
 from workers.frontend import lower_model
 from workers.records import ScheduleParams
@@ -37,7 +36,7 @@ def jobs(tmp_path_factory):
 
 
 def _facts(job):
-    return analyze((job / "model_linalg.mlir").read_text(), default_pipeline("sm_90a").pre_schedule)
+    return analyze((job / "model_linalg.mlir").read_text())
 
 
 def _host_part(gpu_mlir: str) -> str:

@@ -61,7 +61,7 @@ def test_reduction_tile_and_fp_contraction_reach_the_ptx(jobs):
     assert result.ok, result.error
     v2 = jobs / "matmul_square" / "v2"
     assert "tile_using_for %g1_t tile_sizes [0, 0, 8]" in (v2 / "transform.mlir").read_text()
-    assert PassPipeline.from_text((v2 / "pass_pipeline.txt").read_text()).fp_contract
+    assert "farm-allow-fp-contraction" in PassPipeline.from_text((v2 / "pass_pipeline.txt").read_text()).steps
     assert "fma.rn.f32" in (v2 / "kernels.ptx").read_text()
 
 
@@ -77,13 +77,13 @@ def test_unsupported_or_invalid_knobs_fail_at_the_schedule_stage(jobs, field, va
     assert not result.ok and result.stage == "schedule" and reason in result.error
 
 
-def test_pass_pipeline_text_round_trips():
-    text = "pre_schedule: builtin.module(cse)\npost_schedule: builtin.module(canonicalize)\n" \
-           "tensor_cores: gpu.func(cse)\nfp_contract: off\nlowering: builtin.module(x)\n"
-    pipeline = PassPipeline.from_text(text)
-    assert not pipeline.fp_contract and pipeline.tensor_cores == "gpu.func(cse)" and pipeline.to_text() == text
-    with pytest.raises(ValueError):
-        PassPipeline.from_text("pre_schedule: builtin.module(cse)\n")
+def test_pass_pipeline_text_round_trips_and_names_the_schedule_step():
+    pipeline = PassPipeline(["builtin.module(cse)", "farm-scalar-unit-loop", "transform @__transform_main",
+                             "builtin.module(x)"])
+    assert PassPipeline.from_text(pipeline.to_text()) == pipeline
+    assert pipeline.before_schedule() == ["builtin.module(cse)", "farm-scalar-unit-loop"]
+    with pytest.raises(ValueError, match="no step `transform @__transform_main`"):
+        PassPipeline.from_text("builtin.module(cse)\n")
 
 
 @pytest.mark.parametrize("outputs, block, thread, k_loops, split", [

@@ -8,12 +8,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from workers.compile import compile_iteration, initial_params
+from workers.compile.replay import replay
 from workers.layout import COMPILE_RESULT_FILE
 from workers.frontend import FrontendError, lower_model, var_mean_decomposition
 from workers.model_loader import load_model
@@ -239,6 +241,32 @@ def test_precision_mode_follows_the_model_dtype(compiled):
     f16 = LaunchConfig.from_json((compiled["matmul_f16"][1] / "v0" / "config.json").read_text())
     f32 = LaunchConfig.from_json((compiled["mlp"][1] / "v0" / "config.json").read_text())
     assert (f16.precision, f16.atol) == ("f16", 1e-2) and (f32.precision, f32.atol) == ("fp32", 1e-4)
+
+
+@pytest.mark.parametrize("name", [m.stem for m in ZOO])
+def test_zoo_model_replays_to_the_same_kernels_from_its_folder_alone(compiled, name):
+    """model_linalg.mlir, model_info.json and v0's params.json, transform.mlir and pass_pipeline.txt rebuild
+    kernels.ptx and config.json byte for byte: the record is the replay."""
+    _, job, _ = compiled[name]
+    result = replay(str(job), 0)
+    assert result.identical, result.difference
+
+
+def test_replay_says_which_kernels_differ_from_the_record_and_what_is_missing(compiled, tmp_path):
+    """A step that is not in the record does not exist: an edit of transform.mlir shows in the rebuilt PTX."""
+    _, shared_job, _ = compiled["softmax"]
+    job = tmp_path / "softmax"
+    shutil.copytree(shared_job, job)
+    transform = job / "v0" / "transform.mlir"
+    transform.write_text(transform.read_text().replace("farm.warp_merge", "farm.not_a_mark"))
+    run = lambda *args: subprocess.run([sys.executable, "-m", "workers.compile.replay", *args],  # noqa: E731
+                                       capture_output=True, text=True, timeout=300)
+    changed = run(str(job), "v0")
+    assert changed.returncode == 1 and "differ from the recorded ones" in changed.stdout
+    assert "--- recorded kernels.ptx" in changed.stdout and "+++ rebuilt kernels.ptx" in changed.stdout
+    (job / "v0" / "pass_pipeline.txt").unlink()
+    missing = run(str(job))
+    assert missing.returncode == 2 and "pass_pipeline.txt missing" in missing.stderr
 
 
 def test_frontend_lowers_a_model_once_per_job(compiled, tmp_path):

@@ -306,14 +306,13 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
                 "submission go on.") from None
     seconds = time.perf_counter() - started
     from workers.compile.analysis import analyze
-    from workers.compile.pipeline import default_pipeline
 
     info = ModelInfo(
         name=path.stem, model_path=str(path), ops=[],
         input_shapes=[list(t.shape) for t in tensor_inputs(inputs)],
         input_dtypes=[str(t.dtype).replace("torch.", "") for t in tensor_inputs(inputs)],
         weight_names=names, output_shapes=outputs, export_seconds=round(seconds, 3), seed=seed)
-    info.ops = [f.info for f in analyze(text, default_pipeline("sm_90a").pre_schedule)]
+    info.ops = [f.info for f in analyze(text)]
     os.makedirs(job_dir, exist_ok=True)
     # the job folder carries its own copy of the model, so a GPU node needs nothing else to measure it
     write_text(os.path.join(job_dir, MODEL_FILE), path.read_text())

@@ -22,6 +22,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 
 # Bytes per element of the MLIR element types the stages meet.
 ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
+VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
 
 # Register tiling that measured 15x faster than scalar per-thread loops for a 1024^3 f32 matmul on
 # the H200 (benchmarks/results/gpu_smoke_h200.md): K tiled by 8, the per-thread tile vectorized. v0 of
@@ -133,9 +134,6 @@ class OpSchedule(JsonRecord):
     # so that a warp-wide access covers neighbouring columns (mlir.interleave_thread_columns); only where
     # each thread reads one run of whole vectors, more than one (schedule.interleaved_columns)
     interleave_columns: bool = False
-    # cache operator of the kernel's global accesses (cache_hints.STREAMED): "loads", "stores" or "all"
-    # of them .cs (evict-first in L1 and L2: data read or written once), or "none" (the default, .ca/.wb)
-    cache_streaming: str = "none"
 
 
 def reduction_extents(op: OpInfo) -> list[int]:

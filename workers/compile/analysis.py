@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from workers.compile import mlir
-from workers.compile.passes import copy_returned_views, scalar_unit_loop
-from workers.compile.pipeline import transform_module_head
+from workers.compile import mlir, passes
+from workers.compile.pipeline import MAIN_SEQUENCE, pre_schedule_steps, transform_module_head
 from workers.records import OpInfo
 
 ir = mlir.ir
@@ -94,25 +93,21 @@ def _prepare_module() -> str:
     return "\n".join([*transform_module_head("readonly"), "    transform.yield", "  }", "}"])
 
 
-def prepared_payload(payload_text: str, pre_pipeline: str) -> ir.Module:
-    """model_linalg.mlir as the schedule takes it: after the pre-schedule pipeline, matmuls of extended
-    operands narrowed (mlir.narrow_matmul_operands), ops with a 0-D result given a unit loop
-    (farm-scalar-unit-loop), outputs that are strided views copied (farm-copy-returned-views). In the
-    caller's context."""
+def prepared_payload(payload_text: str, fuse_elementwise: bool = True) -> ir.Module:
+    """model_linalg.mlir as the schedule takes it: after pass_pipeline.txt's steps before the schedule
+    (pipeline.pre_schedule_steps). In the caller's context."""
     module = mlir.parse(payload_text, "model_linalg.mlir")
-    mlir.run_pipeline(module, pre_pipeline)
-    mlir.narrow_matmul_operands(module)
-    scalar_unit_loop.run(module)
-    copy_returned_views.run(module)
+    for step in pre_schedule_steps(fuse_elementwise):
+        passes.run_step(step, module)
     return module
 
 
-def analyze(payload_text: str, pre_pipeline: str) -> list[LinalgOpFacts]:
+def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFacts]:
     """Prepare the payload (prepared_payload and the schedule's preparation steps) and describe each
     top-level linalg op."""
     with mlir.context():
-        named = prepared_payload(payload_text, pre_pipeline)
-        mlir.apply_transform(named, mlir.parse(_prepare_module(), "the preparation steps"))
+        named = prepared_payload(payload_text, fuse_elementwise)
+        mlir.apply_transform(named, mlir.parse(_prepare_module(), "the preparation steps"), MAIN_SEQUENCE)
         generic = ir.Module.parse(str(named))
         mlir.run_pipeline(generic, "builtin.module(linalg-generalize-named-ops)")
         named_ops = linalg_ops(mlir.main_func(named))

@@ -195,10 +195,6 @@ def _kernel_name(launch) -> str:
     return str(launch.kernel).split("::")[0].lstrip("@")
 
 
-def _symbol(op) -> str | None:
-    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else None
-
-
 def merge_kernel_modules(module: ir.Module) -> None:
     """Move every outlined kernel into the first gpu.module, named after its own module, so that
     one PTX module holds them all with distinct entry names; the globals they use (the dynamic shared
@@ -216,7 +212,7 @@ def merge_kernel_modules(module: ir.Module) -> None:
                 op.attributes["sym_name"] = ir.StringAttr.get(mod_name)
             if gm is target or op.operation.name not in ("gpu.func", "memref.global"):
                 continue
-            if op.operation.name == "memref.global" and _symbol(op) in map(_symbol, target_block.operations):
+            if op.operation.name == "memref.global" and mlir.symbol(op) in map(mlir.symbol, target_block.operations):
                 continue
             op.operation.move_before(list(target_block.operations)[0])
     for gm in gpu_modules[1:]:

@@ -21,6 +21,7 @@ from numba_cuda_mlir._mlir.dialects import nvgpu as nvgpu_dialect
 from numba_cuda_mlir._mlir.dialects import vector as vector_dialect
 from numba_cuda_mlir._mlir.dialects.transform import interpreter
 
+from workers.compile import kernel_marks
 from workers.records import STATIC_SHARED_BYTES, WARP_SIZE
 
 
@@ -67,19 +68,12 @@ def run_pipeline(module: ir.Module, pipeline: str) -> None:
         raise MlirError(f"pass pipeline {pipeline!r} failed: {e}") from None
 
 
-MAIN_SEQUENCE = "__transform_main"
-
-
 def _sequence(transform_module: ir.Module, name: str):
     return next((op for op in transform_module.body.operations
                  if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == name), None)
 
 
-def has_sequence(transform_module: ir.Module, name: str) -> bool:
-    return _sequence(transform_module, name) is not None
-
-
-def apply_transform(payload: ir.Module, transform_module: ir.Module, entry: str = MAIN_SEQUENCE) -> None:
+def apply_transform(payload: ir.Module, transform_module: ir.Module, entry: str) -> None:
     sequence = _sequence(transform_module, entry)
     if sequence is None:
         raise MlirError(f"transform.mlir has no @{entry} named sequence")
@@ -246,6 +240,19 @@ def narrow_matmul_operands(module: ir.Module) -> None:
             narrowed = linalg_dialect.matmul(*narrow, outs=[init])
         op.operation.results[0].replace_all_uses_with(narrowed)
         op.operation.erase()
+
+
+def symbol(op) -> str | None:
+    """An op's sym_name, or None."""
+    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else None
+
+
+def launched_kernels(module: ir.Module) -> list:
+    """The gpu.func each gpu.launch_func of the host launches, in launch order."""
+    funcs = {(symbol(gm), symbol(func)): func for gm in module.body.operations
+             if gm.operation.name == "gpu.module" for func in ops_named(gm, "gpu.func")}
+    return [funcs[tuple(part.lstrip("@") for part in str(launch.attributes["kernel"]).split("::"))]
+            for launch in ops_named(main_func(module), "gpu.launch_func")]
 
 
 def main_func(module: ir.Module):
@@ -687,8 +694,8 @@ def reuse_reads(module: ir.Module) -> None:
                 op.erase()
 
 
-def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes: int) -> list[str]:
-    """In the kernels named in `kernels` (schedule knob interleave_columns: a row kernel or block reduction
+def interleave_thread_columns(module: ir.Module, vector_bytes: int) -> list[str]:
+    """In the kernels marked kernel_marks.INTERLEAVE_COLUMNS (schedule knob interleave_columns: a row kernel or block reduction
     of T threads, thread t owning the run of W columns from t W of each row it reads or writes), thread t's j-th
     vector of V columns (`vector_bytes` of them) moves to column (j T + t) V: each warp-wide access then
     covers 32 V neighbouring columns (512 bytes of f32) instead of one vector in every W, which held a
@@ -703,7 +710,7 @@ def interleave_thread_columns(module: ir.Module, kernels: set[str], vector_bytes
     notes = []
     for kernel in _kernel_ops(module, "gpu.func"):
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
-        if name not in kernels:
+        if kernel_marks.INTERLEAVE_COLUMNS not in kernel.attributes:
             continue
         runs = {op.results[0]: width for op in ops_named(kernel, "affine.apply") if (width := _thread_run_width(op))}
         moved, others = [], []
@@ -849,8 +856,8 @@ WARP_COMBINE = {"add": arith_dialect.AddFOp, "mul": arith_dialect.MulFOp, "maxim
                 "minnumf": arith_dialect.MinNumFOp}
 
 
-def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> list[str]:
-    """In the kernels named in `kernels` (schedule knob warp_merge), a block reduction's merge (as
+def merge_in_a_warp(module: ir.Module) -> list[str]:
+    """In the kernels marked kernel_marks.WARP_MERGE (schedule knob warp_merge), a block reduction's merge (as
     schedule._emit_merge emits it: each thread's partial into shared memory, a barrier, a warp,
     `scf.if thread_id.x < 32`, whose lane t reduces the partials of threads n t .. n t + n - 1, a barrier,
     one thread, `scf.if thread_id.x < 1`, combining the warp's 32 values and storing the result) runs in
@@ -863,7 +870,7 @@ def merge_in_a_warp(module: ir.Module, kernels: set[str]) -> list[str]:
     notes = []
     for kernel in _kernel_ops(module, "gpu.func"):
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
-        if name not in kernels:
+        if kernel_marks.WARP_MERGE not in kernel.attributes:
             continue
         x, y, z = _known_block_size(kernel)
         lasts = [op for op in ops_named(kernel, "scf.if") if _thread_below(op.operands[0], 1)
@@ -1037,15 +1044,6 @@ def enable_tf32_mma(module: ir.Module) -> None:
 
 
 POINTER_ALIGNMENT = 16
-
-
-def limit_registers(module: ir.Module, blocks_per_sm: dict[str, int]) -> None:
-    """Ask ptxas to fit blocks_per_sm[name] blocks of kernel `name` on an SM (nvvm.minctasm, PTX
-    .minnctapersm): it caps the registers per thread to what that many blocks leave."""
-    for kernel in _kernel_ops(module, "gpu.func"):
-        blocks = blocks_per_sm.get(ir.StringAttr(kernel.attributes["sym_name"]).value, 0)
-        if blocks:
-            kernel.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), blocks)
 
 
 def align_kernel_pointers(module: ir.Module) -> None:

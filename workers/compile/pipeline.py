@@ -1,6 +1,8 @@
-"""The auxiliary pass pipeline: it only cleans up before the schedule and lowers after it.
+"""The auxiliary pass pipeline: every step from model_linalg.mlir to PTX besides the schedule, which only
+cleans up before it and lowers after it; the schedule's own steps (transform.mlir) are two of its steps.
 
-pass_pipeline.txt holds one `phase: pipeline` line per phase, so a user can edit and replay it.
+pass_pipeline.txt holds one step per line (PassPipeline), so that a user can read, edit and replay it
+(workers/compile/build.py runs them). Also the transform module's preparation steps and its head.
 """
 from __future__ import annotations
 
@@ -70,41 +72,87 @@ def transform_module_head(root: str) -> list[str]:
             *("    " + step for step in PREPARE_STEPS)]
 
 
-# subviews folded into the accesses: the shared tiles are then padded (mlir.pad_tensor_core_tiles)
+# subviews folded into the accesses: the shared tiles are then padded (farm-pad-tensor-core-tiles)
 TENSOR_CORE_PASSES = "gpu.func(convert-vector-to-gpu{use-nvgpu=true},fold-memref-alias-ops,canonicalize)"
+TRANSFORM_STEP = "transform @"  # a step that applies a named sequence of transform.mlir
+MAIN_SEQUENCE = "__transform_main"
+PIPELINE_COPIES_SEQUENCE = "__farm_pipeline_copies"  # after the tensor-core conversion (tensor_core.py)
+HOST_CHECK = "farm-host-check"  # the host code is final: it must only allocate, view and launch (host.py)
+PIPELINE_HEADER = """\
+# pass_pipeline.txt: the steps that turn model_linalg.mlir and transform.mlir into kernels.ptx, in order.
+# A step is an upstream MLIR pass pipeline, a project pass (farm-*: workers/compile/passes, listed in the
+# README), or `transform @SEQUENCE` (a named sequence of transform.mlir). `orchestrator replay JOB vN`
+# runs them again and compares the PTX.
+"""
 
 
 @dataclass
 class PassPipeline(JsonRecord):
-    pre_schedule: str  # on linalg-on-tensors, before transform.mlir
-    post_schedule: str  # after transform.mlir: outline kernels, lower what is inside them to loops
-    lowering: str  # gpu.module -> NVVM -> PTX (and the host side to LLVM)
-    fp_contract: bool = True  # let multiply-add pairs in kernels become FMA, as nvcc --fmad=true does
-    # on each kernel (gpu.func) that the schedule left vector.contracts in, i.e. a tensor-core kernel
-    # (other schedules lower theirs to FMAs): they become nvgpu.mma.sync. Only there, as the pass
-    # fails on scalar arithmetic that it mistakes for MMA fragments.
-    tensor_cores: str = TENSOR_CORE_PASSES
+    """The auxiliary pipeline of one version: every step from model_linalg.mlir to PTX, in order."""
+
+    steps: list[str]
 
     def to_text(self) -> str:
-        return (f"pre_schedule: {self.pre_schedule}\n"
-                f"post_schedule: {self.post_schedule}\n"
-                f"tensor_cores: {self.tensor_cores}\n"
-                f"fp_contract: {'on' if self.fp_contract else 'off'}\n"
-                f"lowering: {self.lowering}\n")
+        return PIPELINE_HEADER + "".join(f"{step}\n" for step in self.steps)
 
     @classmethod
     def from_text(cls, text: str) -> "PassPipeline":
-        phases = {}
-        for line in text.splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                key, _, value = line.partition(":")
-                phases[key.strip()] = value.strip()
-        missing = {"pre_schedule", "post_schedule", "lowering"} - set(phases)
-        if missing:
-            raise ValueError(f"pass_pipeline.txt lacks the phases {sorted(missing)}")
-        return cls(**{k: phases[k] for k in ("pre_schedule", "post_schedule", "lowering")},
-                   fp_contract=phases.get("fp_contract", "on") == "on",
-                   tensor_cores=phases.get("tensor_cores", TENSOR_CORE_PASSES))
+        steps = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        if not any(step == f"{TRANSFORM_STEP}{MAIN_SEQUENCE}" for step in steps):
+            raise ValueError(f"pass_pipeline.txt has no step `{TRANSFORM_STEP}{MAIN_SEQUENCE}` (the schedule)")
+        return cls(steps)
+
+    def before_schedule(self) -> list[str]:
+        """The steps that prepare the payload the schedule addresses (analysis.analyze runs them too)."""
+        return self.steps[:self.steps.index(f"{TRANSFORM_STEP}{MAIN_SEQUENCE}")]
+
+
+# Before the schedule: integer powers with a constant exponent (x ** 3 of a tanh-GELU) become
+# multiplications (libdevice's __nv_powif takes an i32 exponent, torch-mlir's fpowi an i64: called with a
+# .b64 argument it computed garbage on the H200), any other one powf; unit dims are dropped (a keepdim row
+# reduction writes tensor<Nx1> through the map (d0, d1) -> (d0, 0): structured.split_reduction misreads a
+# constant in an output map and builds invalid IR). No CSE after the folding: it would merge the fills of
+# several reductions into one, which the row kernels' schedules fuse once per reduction.
+PRE_SCHEDULE_LOWERING = "func.func(math-expand-ops{ops=fpowi}),linalg-fold-unit-extent-dims,canonicalize"
+
+
+def pre_schedule_steps(fuse_elementwise: bool = True) -> list[str]:
+    cleanup = "canonicalize,linalg-fuse-elementwise-ops,cse" if fuse_elementwise else "canonicalize,cse"
+    return [f"builtin.module({cleanup},{PRE_SCHEDULE_LOWERING})",
+            "farm-narrow-matmul-operands", "farm-scalar-unit-loop", "farm-copy-returned-views"]
+
+
+def pipeline_for(chip: str, fuse_elementwise: bool = True, pipelined_copies: bool = False,
+                 tf32: bool = False) -> PassPipeline:
+    """The steps of a version: the schedule's transform.mlir (its copy pipelining, where it has one), the
+    project's passes, and MLIR's lowering to PTX for `chip`; TF32 mma.sync where the precision is tf32."""
+    return PassPipeline([
+        *pre_schedule_steps(fuse_elementwise),
+        f"{TRANSFORM_STEP}{MAIN_SEQUENCE}",
+        "farm-wgmma-k-loops",
+        "builtin.module(canonicalize,cse,gpu-launch-sink-index-computations)",
+        "farm-outline-kernels",
+        "builtin.module(canonicalize,gpu.module(gpu.func(convert-linalg-to-loops,canonicalize)))",
+        "farm-tensor-core-conversion",
+        *([f"{TRANSFORM_STEP}{PIPELINE_COPIES_SEQUENCE}", "farm-overlap-tiles-dead-in-k-loops",
+           "farm-trim-k-loop-barriers"] if pipelined_copies else []),
+        "farm-pad-tensor-core-tiles",
+        "farm-large-shared-to-dynamic",
+        "farm-sync-after-block-loops",
+        "farm-reuse-reads",
+        HOST_CHECK,
+        "farm-merge-kernel-modules",
+        "farm-merge-in-a-warp",
+        "farm-interleave-thread-columns",
+        "farm-workgroup-allocs-to-shared",
+        "farm-scratch-to-stack",
+        "farm-align-kernel-pointers",
+        "farm-align-global-vector-accesses",
+        "farm-tensor-maps-as-pointers",
+        "farm-allow-fp-contraction",
+        *(["farm-enable-tf32-mma"] if tf32 else []),
+        lowering_pipeline(chip),
+    ])
 
 
 def libdevice_path() -> str | None:
@@ -136,22 +184,3 @@ def lowering_pipeline(chip: str) -> str:
             "gpu-to-llvm{use-bare-pointers-for-kernels=true},gpu-module-to-binary{format=isa},"
             "convert-math-to-llvm,canonicalize,cse,reconcile-unrealized-casts)")
 
-
-# Before the schedule: integer powers with a constant exponent (x ** 3 of a tanh-GELU) become
-# multiplications (libdevice's __nv_powif takes an i32 exponent, torch-mlir's fpowi an i64: called with a
-# .b64 argument it computed garbage on the H200), any other one powf; unit dims are dropped (a keepdim row
-# reduction writes tensor<Nx1> through the map (d0, d1) -> (d0, 0): structured.split_reduction misreads a
-# constant in an output map and builds invalid IR).
-# No CSE after the folding: it would merge the fills of several reductions into one, which the row
-# kernels' schedules fuse once per reduction.
-PRE_SCHEDULE_LOWERING = "func.func(math-expand-ops{ops=fpowi}),linalg-fold-unit-extent-dims,canonicalize"
-
-
-def default_pipeline(chip: str, fuse_elementwise: bool = True) -> PassPipeline:
-    cleanup = "canonicalize,linalg-fuse-elementwise-ops,cse" if fuse_elementwise else "canonicalize,cse"
-    return PassPipeline(
-        pre_schedule=f"builtin.module({cleanup},{PRE_SCHEDULE_LOWERING})",
-        post_schedule="builtin.module(canonicalize,cse,gpu-launch-sink-index-computations,gpu-kernel-outlining,canonicalize,"
-                      "gpu.module(gpu.func(convert-linalg-to-loops,canonicalize)))",
-        lowering=lowering_pipeline(chip),
-    )

@@ -26,7 +26,7 @@ that a kernel tiles and vectorizes keep their accumulator in registers
 (loop.hoist_loop_invariant_subsets on tensors, after CSE).
 
 Tensor-core kernels are emitted by tensor_core.py; one whose staged tiles are filled by cp.async
-(pipeline_depth) adds a second named sequence to transform.mlir, tensor_core.PIPELINE_SEQUENCE, which the
+(pipeline_depth) adds a second named sequence to transform.mlir, pipeline.PIPELINE_COPIES_SEQUENCE, which the
 compile driver applies after the tensor-core conversion.
 """
 from __future__ import annotations
@@ -36,13 +36,13 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from workers.compile import kernel_marks
 from workers.compile.analysis import LinalgOpFacts
-from workers.compile.cache_hints import STREAMED
-from workers.compile.pipeline import ANY, transform_module_head, vectorize
-from workers.compile.tensor_core import (PIPELINE_SEQUENCE, WGMMA_CHIPS, MmaPlan, emit_mma_contracts,
+from workers.compile.pipeline import ANY, PIPELINE_COPIES_SEQUENCE, transform_module_head, vectorize
+from workers.compile.tensor_core import (WGMMA_CHIPS, MmaPlan, emit_mma_contracts,
                                         emit_mma_group, emit_multibuffers, emit_pipelined_k_loop,
                                         emit_shared_accumulator, emit_staged_copies, emit_staged_tiles, plan_mma)
-from workers.records import (ELEMENT_BYTES, MAX_BLOCKS_PER_SM, V0_REDUCTION_TILE, WARP_SIZE,
+from workers.records import (ELEMENT_BYTES, MAX_BLOCKS_PER_SM, V0_REDUCTION_TILE, VECTOR_BYTES, WARP_SIZE,
                              OpInfo, OpSchedule, ScheduleEdit, ScheduleParams, default_split_factor, img2col_aligned,
                              img2col_applies, img2col_op as records_img2col_op, reduction_extents, warp_can_merge)
 
@@ -79,7 +79,6 @@ class Kernel:
     min_blocks_per_sm: int = 0  # the schedule's (.minnctapersm)
     warp_merge: bool = False  # the schedule's (mlir.merge_in_a_warp)
     interleave_columns: bool = False  # the schedule's (mlir.interleave_thread_columns)
-    cache_streaming: str = "none"  # the schedule's (cache_hints.stream_global_accesses)
     linear_grid: int = 0  # blocks of a 1-D grid of linear block ids (linear_grid()); 0: grid x, y, z
 
 
@@ -188,7 +187,6 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread, vectorize=vector > 1)
 
 
-VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
 # 128-bit vectors an elementwise thread loads (and stores): two loads in flight
 # per thread, the elementwise chain 1.07x over one (131.1 vs 139.9 us on the H200, the loop's v1 in
 # benchmarks/results/loop_h200.md 2026-12-04 06:07)
@@ -717,9 +715,6 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     if schedule.interleave_columns and not (schedule.row_kernel or schedule.block_reduction):
         raise ScheduleError(f"op {op.index}: interleave_columns interleaves the columns that the threads of a row "
                             "kernel or block reduction share: it needs row_kernel or block_reduction")
-    if schedule.cache_streaming not in STREAMED:
-        raise ScheduleError(f"op {op.index}: cache_streaming is one of {', '.join(STREAMED)}, not "
-                            f"{schedule.cache_streaming!r}")
     members = [g.anchor] + ([g.producer] if g.producer is not None else [])
     if schedule.img2col:
         op = img2col_op(op)  # raises ScheduleError for a non-conv op
@@ -867,15 +862,9 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) 
         block[op.iterator_types.index("parallel")] = 1
     threads = block_reduction_threads(extent)
     per_thread = extent // threads
-    # a kernel that reads each input element once (no operand broadcast across its outputs, as a
-    # LayerNorm's weight is) streams its loads past the caches: the row sum 1.01x (evict-first, as
-    # Inductor's loads; schedule_sweep_h200.md run 22); with streamed loads the row kernels lost 4-18%
-    # and the elementwise chain 2%, and no kernel gained from streamed stores
-    read_once = all(all(facts[m].input_maps_identity) for m in (g.anchor, g.producer) if m is not None)
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
                       block_reduction=threads, vectorize=True, interleave_columns=True,
-                      reduction_tile=_largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0,
-                      cache_streaming="loads" if read_once else "none")
+                      reduction_tile=_largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
 
 
 def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
@@ -1024,12 +1013,12 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
             member = _reduction_member(g, facts)
             partial = partial_kernel_schedule(facts[member].info, s.split_reduction, s)
             placed.append(((member, 0), Kernel(g.anchor, "reduction", _block_dims(*partial), True, s.min_blocks_per_sm,
-                                               cache_streaming=s.cache_streaming, linear_grid=linear_grid(*partial))))
+                                               linear_grid=linear_grid(*partial))))
         tiled = img2col_op(facts[g.anchor].info) if s.img2col else facts[g.anchor].info
         placed.append(((g.anchor, 1), Kernel(g.anchor, "matmul" if s.img2col else group_family(g, facts), block,
                                               min_blocks_per_sm=s.min_blocks_per_sm, warp_merge=s.warp_merge,
                                               interleave_columns=interleaved_columns(s, facts[g.anchor].info),
-                                              cache_streaming=s.cache_streaming, linear_grid=linear_grid(s, tiled))))
+                                              linear_grid=linear_grid(s, tiled))))
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
@@ -1102,6 +1091,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
             f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} "
             f"{f'grid_dims = [{kernel.linear_grid}, 1, 1] ' if kernel.linear_grid else ''}"
             f"{{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
+            *_annotate_launch(k, kernel),
             f"    {f'%mapped{k} = ' if k in warp_mmas else ''}transform.gpu.map_nested_forall_to_threads %launch{k} "
             f"block_dims = {_ints(kernel.block)} : ({ANY}) -> {ANY}",
         ]
@@ -1156,12 +1146,28 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     ]
     lines += ["    transform.yield", "  }"]
     if pipelined:
-        lines.append(f"  transform.named_sequence @{PIPELINE_SEQUENCE}(%root: {ANY} {{transform.readonly}}) {{")
+        lines.append(f"  transform.named_sequence @{PIPELINE_COPIES_SEQUENCE}(%root: {ANY} {{transform.readonly}}) {{")
         for k, plan in pipelined.items():
             lines += emit_pipelined_k_loop(k, plan)
         lines += ["    transform.yield", "  }"]
     lines.append("}")
     return "\n".join(lines) + "\n", kernels
+
+
+def _annotate_launch(k: int, kernel: Kernel) -> list[str]:
+    """The kernel's schedule choices on its gpu.launch (kernel_marks), which farm-outline-kernels carries
+    onto its gpu.func for the passes after it."""
+    launch, i64, i32 = f"%launch{k}", "!transform.param<i64>", "!transform.param<i32>"
+    out = [f"    {launch}_anchor = transform.param.constant {kernel.anchor} : i64 -> {i64}",
+           f'    transform.annotate {launch} "{kernel_marks.ANCHOR}" = {launch}_anchor : {ANY}, {i64}',
+           f'    {launch}_family = transform.param.constant "{kernel.family}" -> !transform.any_param',
+           f'    transform.annotate {launch} "{kernel_marks.FAMILY}" = {launch}_family : {ANY}, !transform.any_param']
+    out += [f'    transform.annotate {launch} "{mark}" : {ANY}' for mark, on in (
+        (kernel_marks.WARP_MERGE, kernel.warp_merge), (kernel_marks.INTERLEAVE_COLUMNS, kernel.interleave_columns)) if on]
+    if kernel.min_blocks_per_sm:
+        out += [f"    {launch}_ctas = transform.param.constant {kernel.min_blocks_per_sm} : i32 -> {i32}",
+                f'    transform.annotate {launch} "{kernel_marks.MIN_BLOCKS_PER_SM}" = {launch}_ctas : {ANY}, {i32}']
+    return out
 
 
 def threads_per_loop(schedule: OpSchedule, op: OpInfo) -> list[int]:

@@ -19,7 +19,7 @@ mma tiles read them (ldmatrix). With `pipeline_depth` d > 1 those tiles have d b
 with `copies_ahead`), filled by cp.async: the copies are unrolled, the buffers hoisted out of the K
 loop and multi-buffered (memref.multibuffer); after the tensor-core conversion (whose rebuilt loop has
 no vector.contract left for the pipeliner to trip on, and which needs a bf16 kernel's tiles typed f16
-for a while), the PIPELINE_SEQUENCE of transform.mlir makes the copies asynchronous
+for a while), the PIPELINE_COPIES_SEQUENCE of transform.mlir makes the copies asynchronous
 (nvgpu.create_async_groups) and software-pipelines the K loop (nvgpu.pipeline_shared_memory_copies):
 the copies of step i+d are issued once the warps are done with step i, into step i's buffer. Of the
 thread mapping's three barriers per step, mlir.trim_k_loop_barriers drops the one between A's copies
@@ -417,7 +417,6 @@ STAGED = "farm.staged"  # a staged tile (workgroup allocation): = the kernel's i
 COPIES_AHEAD = "farm.copies_ahead"  # a pipelined K loop whose copies may go before its mma (a spare buffer)
 # cp.async groups per K step: A's copies, the barrier that the thread mapping puts after them, B's copies
 GROUPS_PER_K_STEP = 2
-PIPELINE_SEQUENCE = "__farm_pipeline_copies"  # transform.mlir's steps after the tensor-core conversion
 
 
 def _k_loop(kernel: int, root: str) -> str:
@@ -457,7 +456,7 @@ def emit_multibuffers(kernel: int, plan: MmaPlan, func: str) -> list[str]:
 
 
 def emit_pipelined_k_loop(kernel: int, plan: MmaPlan) -> list[str]:
-    """PIPELINE_SEQUENCE's steps for the kernel, after the tensor-core conversion (a bf16 kernel's tiles
+    """PIPELINE_COPIES_SEQUENCE's steps for the kernel, after the tensor-core conversion (a bf16 kernel's tiles
     are bf16 again then, so that its copies read and write one type): a K step's copies become cp.async
     groups, whose waits let the groups of the stages - 1 steps after it stay in flight, and the K loop is
     software-pipelined over plan.stages steps, the last steps' copies predicated off (zero bytes) rather

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workers.compile import mlir
+from workers.compile import kernel_marks, mlir
 from workers.compile.mlir import ir, arith_dialect
 from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS, padded_columns, wgmma_staged_bytes
 from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_ROW_BYTES, wgmma_k_step
@@ -226,12 +226,11 @@ def _rows_view_type(tile: ir.MemRefType, rows: int) -> str:
     return f"memref<{rows}x{tile.shape[1]}x{tile.element_type}, strided<{strides}, offset: ?>{space}>"
 
 
-def warpgroup_matmuls(module: ir.Module) -> list[int]:
-    """Replace each linalg.matmul marked WGMMA (inside its gpu.launch, before outlining) by its K loop, and
-    put the TMA descriptors of its operands on the host before the launch. A TF32 matmul's B is transposed
-    first by a launch of its own; returns, for each such launch, the position among the launches (before
-    it was added) of the kernel it precedes."""
-    transposes = []
+def warpgroup_matmuls(module: ir.Module) -> None:
+    """farm-wgmma-k-loops: replace each linalg.matmul marked WGMMA (inside its gpu.launch, before outlining)
+    by its K loop, and put the TMA descriptors of its operands on the host before the launch. A TF32
+    matmul's B is transposed first by a launch of its own (a copy kernel of the matmul's schedule). The
+    project's own lowering of a block matmul: no upstream op produces nvgpu.warpgroup.mma."""
     for matmul in mlir.ops_named(module.operation, "linalg.matmul"):
         if WGMMA not in matmul.attributes:
             continue
@@ -250,8 +249,6 @@ def warpgroup_matmuls(module: ir.Module) -> list[int]:
         if a_column != 0 or b_row != 0:
             raise mlir.MlirError("a wgmma kernel's block reads its operands' K from the start")
         if element == "f32":  # B's transposed copy instead, whose rows are B's columns
-            launches = [op.operation for op in mlir.ops_named(module.operation, "gpu.launch")]
-            transposes.append(launches.index(launch) - len(transposes))
             b_source = _transposed(b_source, launch)
         stages, warpgroup_rows = (ir.IntegerAttr(matmul.attributes[mark]).value for mark in (WGMMA, WGMMA_ROWS))
         loop = KLoop(str(c_type), _rows_view_type(c_type, warpgroup_rows), m, n, k, stages, warpgroup_rows, element)
@@ -262,7 +259,6 @@ def warpgroup_matmuls(module: ir.Module) -> list[int]:
                            arith_dialect.ConstantOp(ir.IndexType.get(), offset).result for offset in (a_row, b_column)]
         _instantiate(loop.text(), "the wgmma K loop", (c, *maps, *coordinates), matmul)
         matmul.erase()
-    return transposes
 
 
 def _block_view(operand: ir.Value) -> tuple[ir.Value, list]:
@@ -322,6 +318,9 @@ def _transposed(source: ir.Value, launch) -> ir.Value:
     if k % TRANSPOSE_TILE or n % TRANSPOSE_TILE:
         raise mlir.MlirError(f"B's transpose takes tiles of {TRANSPOSE_TILE}: B is {k}x{n}")
     placed = _instantiate(_transpose_text(str(source.type), k, n), "B's transpose", (source,), launch)
+    transpose = next(op for op in placed if op.name == "gpu.launch")  # a copy kernel of the matmul's schedule
+    transpose.attributes[kernel_marks.ANCHOR] = launch.attributes[kernel_marks.ANCHOR]
+    transpose.attributes[kernel_marks.FAMILY] = ir.StringAttr.get("copy")
     return next(op for op in placed if op.name == "memref.alloc").results[0]
 
 
