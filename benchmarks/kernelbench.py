@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
-import os
 import shutil
 import subprocess
 import sys

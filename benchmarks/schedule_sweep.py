@@ -156,7 +156,7 @@ SWEEPS = {
 
 def variant_params(job: str, variant: Variant, tf32: bool = False):
     from workers.compile.analysis import analyze
-    from workers.compile.schedule import initial_params_for, with_row_kernels
+    from workers.compile.schedule.v0 import initial_params_for, with_row_kernels
     from workers.layout import LINALG_FILE
 
     facts = analyze(Path(job, LINALG_FILE).read_text())

@@ -6,7 +6,7 @@ import math
 
 from workers.records import CompileResult, KernelMetrics, ModelInfo, ScheduleParams
 
-# heaviest first, as the compile stage ranks a fused group (workers/compile/schedule.py group_family)
+# heaviest first, as the compile stage ranks a fused group (workers/compile/schedule/grouping.py group_family)
 FAMILY_WEIGHT = ("matmul", "conv", "pooling", "reduction", "elementwise", "copy", "fill")
 HELPER_FAMILY = "copy"  # the family of the kernels the compile stage adds for an op of another family
 

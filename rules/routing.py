@@ -199,7 +199,7 @@ def enable_img2col(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEd
     if s.img2col or not img2col_applies(op) or s.tensor_core != "none" or s.split_reduction \
             or s.block_reduction:
         return None
-    from workers.compile.schedule import img2col_schedule  # the compile stage's matmul template
+    from workers.compile.schedule.templates import img2col_schedule  # the compile stage's matmul template
     t = img2col_schedule(op)
     return ScheduleEdit(s.op_index, "img2col", {"img2col": True, "family": t.family, "block_tile": t.block_tile,
                                                 "thread_tile": t.thread_tile, "reduction_tile": t.reduction_tile,

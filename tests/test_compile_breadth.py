@@ -3,7 +3,6 @@ compiles to PTX that ptxas accepts, or fails fast with its reason. Real torch-ml
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from workers.compile import compile_iteration, initial_params
-from workers.compile.schedule import MAX_GRID_YZ, ScheduleError, linear_grid
+from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import LaunchConfig, OpInfo, OpSchedule

@@ -14,7 +14,8 @@ import pytest
 
 from workers.compile import compile_iteration, initial_params
 from workers.compile.analysis import analyze
-from workers.compile.schedule import ScheduleError, default_op_schedule, emit_transform, img2col_schedule
+from workers.compile.schedule import ScheduleError, emit_transform
+from workers.compile.schedule.templates import default_op_schedule, img2col_schedule
 from workers.frontend import lower_model
 from workers.records import ScheduleParams
 

@@ -14,7 +14,9 @@ import pytest
 
 from workers.compile import compile_iteration, mlir
 from workers.compile.analysis import analyze
-from workers.compile.schedule import ELEMENTWISE_VECTORS, MERGE_THREADS, initial_params_for
+from workers.compile.schedule import initial_params_for
+from workers.compile.schedule.emission import MERGE_THREADS
+from workers.compile.schedule.templates import ELEMENTWISE_VECTORS
 from workers.frontend import lower_model
 
 ROOT = Path(__file__).parent.parent

@@ -8,7 +8,7 @@ from conftest import lower_zoo
 
 from workers.compile import ScheduleError, apply_edit, compile_iteration, initial_params
 from workers.compile.pipeline import PassPipeline
-from workers.compile.schedule import split_k_to_fill_the_grid
+from workers.compile.schedule.templates import split_k_to_fill_the_grid
 from workers.records import OpInfo, OpSchedule, ScheduleEdit
 
 

@@ -28,7 +28,7 @@ NOT_MEASURED = MeasureResult(0, "skipped", error="not measured")
 
 
 def did_not_compile(version: int, failing_op: int | None, stage: str = "transform") -> CompileResult:
-    return CompileResult(version, False, stage, error=f'the transform schedule failed\nat loc("-":12:3): it broke',
+    return CompileResult(version, False, stage, error='the transform schedule failed\nat loc("-":12:3): it broke',
                          failing_op=failing_op)
 
 

@@ -858,7 +858,7 @@ WARP_COMBINE = {"add": arith_dialect.AddFOp, "mul": arith_dialect.MulFOp, "maxim
 
 def merge_in_a_warp(module: ir.Module) -> list[str]:
     """In the kernels marked kernel_marks.WARP_MERGE (schedule knob warp_merge), a block reduction's merge (as
-    schedule._emit_merge emits it: each thread's partial into shared memory, a barrier, a warp,
+    schedule.emission._emit_merge emits it: each thread's partial into shared memory, a barrier, a warp,
     `scf.if thread_id.x < 32`, whose lane t reduces the partials of threads n t .. n t + n - 1, a barrier,
     one thread, `scf.if thread_id.x < 1`, combining the warp's 32 values and storing the result) runs in
     warp shuffles (gpu.shuffle xor; a 64-bit value takes two): each group of n lanes combines its partials

@@ -1,0 +1,175 @@
+"""Which ops form which kernel: an anchor op, its fills, an elementwise producer fused into it, or a whole row
+pipeline; and the facts grouping rests on."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workers.compile.analysis import LinalgOpFacts
+from workers.compile.schedule.templates import wants_img2col
+from workers.compile.schedule.tiles import ScheduleError
+from workers.records import OpSchedule, ScheduleParams
+
+
+@dataclass
+class Group:
+    """One kernel: the anchor op, its fused producer (if any) and the fills (or a direct conv's bias
+    broadcast) they start from."""
+
+    anchor: int
+    producer: int | None
+    fills: list[tuple[int, int]]  # (op whose init the fill is, that init's operand index)
+    members: list[int] = field(default_factory=list)  # a row kernel's other ops (not fills), payload order
+
+
+def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> list[Group]:
+    """Which ops form which kernel. Fills are fused into the op they initialise; a producer is fused
+    into its only consumer when it feeds it through an identity map (no recomputation)."""
+    by_index = {s.op_index: s for s in params.ops} if params else {}
+    fused: set[int] = set()
+    shared = recomputed_producers(facts, by_index)
+    groups: list[Group] = []
+    for f in reversed(facts):  # consumers first, so producers know whether they were taken
+        i = f.info.index
+        if i in fused or f.info.family == "fill" and not _is_unconsumed_fill(f, facts) \
+                or _initialised_conv(i, facts, by_index) is not None:
+            continue
+        producer = None
+        schedule = by_index.get(i)
+        if schedule is not None and schedule.row_kernel:
+            members = row_kernel_members(i, facts)
+            if members is None:
+                raise ScheduleError(f"op {i}: row_kernel needs an elementwise op over [rows, columns] fed only by "
+                                    "row reductions and elementwise ops over the same rows and columns")
+            fused.update([i, *members])
+            groups.append(Group(anchor=i, producer=None, fills=_fills_of([*members, i], facts, by_index),
+                                members=members))
+            continue
+        # a split reduction reads its input through a reshape that producer fusion cannot cross: its
+        # producer gets a kernel of its own
+        split_anchor = schedule is not None and schedule.split_reduction and "reduction" in f.info.iterator_types
+        if (schedule is None or schedule.fuse_producers) and not split_anchor:
+            for p, identity in zip(f.operand_producers, f.input_maps_identity):
+                if p is not None and identity and facts[p].info.family != "fill" and not _img2col_anchor(p, facts, by_index) \
+                        and (facts[p].single_use and p not in fused or p in shared):
+                    producer = p
+                    break
+        fused.update([i] + ([producer] if producer is not None else []))
+        groups.append(Group(anchor=i, producer=producer,
+                            fills=_fills_of([i] + ([producer] if producer is not None else []), facts, by_index)))
+    return list(reversed(groups))
+
+
+def group_ops(g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """Every op the group's kernel computes: its anchor, producer, row-kernel members and fills."""
+    ops = [g.anchor, *([g.producer] if g.producer is not None else []), *g.members]
+    return ops + [facts[op].init_producer for op, _ in g.fills]
+
+
+def kernel_of_line(line: int, facts: list[LinalgOpFacts], params: ScheduleParams) -> int | None:
+    """The anchor op of the kernel that computes the op of model_linalg.mlir's `line`, if any."""
+    return next((g.anchor for g in plan_groups(facts, params)
+                 if any(line in facts[m].lines for m in group_ops(g, facts))), None)
+
+
+def _fills_of(ops: list[int], facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> list[tuple[int, int]]:
+    """(op, operand index of its init) of each of `ops` whose init is a fill (a fill shared by several
+    ops is cloned into each of them), or the bias broadcast of a direct conv."""
+    return [(m, facts[m].n_inputs) for m in ops if facts[m].init_producer is not None and (
+        facts[facts[m].init_producer].info.family == "fill" or _initialised_conv(facts[m].init_producer, facts,
+                                                                                 by_index) == m)]
+
+
+def _initialised_conv(i: int, facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> int | None:
+    """The direct (not img2col) conv whose init op `i` broadcasts (a conv's bias, as torch-mlir lowers
+    it), if any: the conv's kernel computes it as it does a fill, one launch and one write of the output
+    fewer (small_cnn: two kernels of 2.5-2.7 us under ncu, perf_targets_h200.md run 15)."""
+    if facts[i].info.name != "linalg.broadcast" or not facts[i].single_use:
+        return None
+    conv = next((f.info.index for f in facts if f.init_producer == i), None)
+    if conv is None or facts[conv].info.family != "conv" or _img2col_anchor(conv, facts, by_index):
+        return None
+    return conv
+
+
+ROW_LOOPS = (["parallel", "parallel"], ["parallel", "reduction"])  # an elementwise op, a row reduction
+
+
+def row_kernel_members(anchor: int, facts: list[LinalgOpFacts]) -> list[int] | None:
+    """The ops a row kernel on `anchor` takes (payload order), or None where it does not apply: the
+    anchor is elementwise over [rows, columns]; every op feeding it, transitively, is elementwise over
+    the same loops or reduces them over the columns, and feeds nothing outside; at least one reduces."""
+    op = facts[anchor].info
+    if op.family != "elementwise" or op.iterator_types != ROW_LOOPS[0]:
+        return None
+    members = feeding(anchor, facts)
+    if any(facts[m].info.loop_ranges != op.loop_ranges or facts[m].info.iterator_types not in ROW_LOOPS
+           for m in members):
+        return None
+    group = members | {anchor}
+    if any(p in members and f.info.index not in group for f in facts for p in f.operand_producers):
+        return None
+    if not any(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members):
+        return None
+    return sorted(members)
+
+
+def _img2col_anchor(i: int, facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> bool:
+    """A conv lowered through img2col (by its schedule, or by v0 where it has none) is a kernel's anchor:
+    its result leaves the img2col matmul through a reshape that producer fusion cannot cross."""
+    s = by_index.get(i)
+    return s.img2col if s is not None else wants_img2col(facts[i].info)
+
+
+def recomputed_producers(facts: list[LinalgOpFacts], by_index: dict[int, OpSchedule]) -> set[int]:
+    """Elementwise ops with several consumers that each compute it again instead of reading it from
+    memory (softmax's exp(x - max), read by the sum and by the divide): where one consumer is a block
+    reduction (which can fuse a producer, unlike a split one) and every consumer reads it through an
+    identity map as its first such operand, and fuses producers."""
+    shared = set()
+    for f in facts:
+        p = f.info.index
+        consumers = [c for c in facts if p in c.operand_producers]
+        if f.info.family != "elementwise" or f.single_use or len(consumers) < 2:
+            continue
+        def takes(c):
+            s = by_index.get(c.info.index)
+            firsts = [q for q, identity in zip(c.operand_producers, c.input_maps_identity)
+                      if q is not None and identity and facts[q].info.family != "fill"]
+            return (s is None or s.fuse_producers) and firsts[:1] == [p] and \
+                c.operand_producers.count(p) == 1 and (c.info.family == "elementwise" or s is not None and s.block_reduction)
+        if all(takes(c) for c in consumers) and any(by_index.get(c.info.index) and by_index[c.info.index].block_reduction
+                                                   for c in consumers):
+            shared.add(p)
+    return shared
+
+
+def _is_unconsumed_fill(fill: LinalgOpFacts, facts: list[LinalgOpFacts]) -> bool:
+    return not any(f.init_producer == fill.info.index for f in facts)
+
+
+def group_family(group: Group, facts: list[LinalgOpFacts]) -> str:
+    """A group is as heavy as its heaviest member: a matmul fused into a bias-add is a matmul."""
+    order = ("matmul", "conv", "pooling", "reduction", "elementwise", "copy", "fill")
+    if group.members:  # a row kernel's work is its reductions (a variance's sum of products included)
+        return "reduction"
+    members = [group.anchor] + ([group.producer] if group.producer is not None else [])
+    return min((facts[m].info.family for m in members), key=order.index)
+
+
+def reduction_member(g: Group, facts: list[LinalgOpFacts]) -> int | None:
+    """The group member that has reduction loops, if any."""
+    for m in ([g.producer] if g.producer is not None else []) + [g.anchor]:
+        if "reduction" in facts[m].info.iterator_types:
+            return m
+    return None
+
+
+def feeding(op: int, facts: list[LinalgOpFacts], through=lambda p: True) -> set[int]:
+    """The ops whose results `op` reads, directly or through each other, taking only those `through` accepts."""
+    found, todo = set(), [op]
+    while todo:
+        for p in facts[todo.pop()].operand_producers:
+            if p is not None and p not in found and through(p):
+                found.add(p)
+                todo.append(p)
+    return found

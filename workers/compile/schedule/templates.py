@@ -1,0 +1,338 @@
+"""v0's per-op templates: the launch shape one op gets, whatever kernel it anchors, and the always-legal
+conservative path beneath them (the constants say what was measured where)."""
+from __future__ import annotations
+
+import math
+
+
+from workers.compile.schedule.tiles import (MAX_THREADS, TARGET_THREADS, ScheduleError, largest_divisor_at_most,
+                                            vector_elements, grid_blocks, threads_per_loop)
+from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, img2col_applies,
+                             img2col_op as records_img2col_op, reduction_extents)
+
+
+# A reduction is split over many threads per output when one thread per output leaves the GPU nearly
+# idle (an H200 keeps 132 x 2048 threads resident) and each thread would loop over a long row.
+SPLIT_MAX_OUTPUTS = 1 << 16
+SPLIT_MIN_EXTENT = 256
+PARTIAL_LOADS = 8  # elements a thread of a partial-reduction kernel loads at once
+MERGE_LOADS = 8  # partials a thread of a merge kernel loads at once
+
+
+def wants_split(op: OpInfo) -> bool:
+    """A row-like reduction (not a named matmul/conv/pooling, which v0 tiles otherwise) with few outputs
+    and a long reduction loop."""
+    extents = reduction_extents(op)
+    outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
+    return op.name == "linalg.generic" and len(extents) == 1 and extents[0] >= SPLIT_MIN_EXTENT \
+        and outputs <= SPLIT_MAX_OUTPUTS
+
+
+def _splits_in_chunks(op: OpInfo, schedule: OpSchedule) -> bool:
+    """A register-tiled matmul's split: partial p reduces the p-th contiguous chunk of K, so that its
+    threads read their operands' K runs as the matmul's do (vector loads); other splits interleave."""
+    return op.family == "matmul" and any(schedule.thread_tile)
+
+
+def partial_reduction_op(op: OpInfo, split: int, chunks: bool = False) -> OpInfo:
+    """The partial reduction that structured.split_reduction makes of `op`: its reduction loop r of
+    extent K becomes two loops at r, r + 1. Interleaved (inner_parallel): (K / split, reduction) and
+    (split, parallel); partial p of an output reduces elements p, p + split, p + 2 split..., so
+    neighbouring threads read neighbouring elements. In chunks: (split, parallel) and (K / split,
+    reduction), partial p reduces elements p K / split ... (p + 1) K / split - 1."""
+    r = op.iterator_types.index("reduction")
+    loops = [(split, "parallel"), (op.loop_ranges[r] // split, "reduction")]
+    if not chunks:
+        loops.reverse()
+    ranges = op.loop_ranges[:r] + [extent for extent, _ in loops] + op.loop_ranges[r + 1:]
+    iterators = op.iterator_types[:r] + [it for _, it in loops] + op.iterator_types[r + 1:]
+    return OpInfo(index=op.index, name=op.name, family="matmul" if chunks else "reduction", loop_ranges=ranges,
+                  iterator_types=iterators, dtype=op.dtype, flops=op.flops)
+
+
+# v0 lowers a conv through img2col where it has a window (not 1x1) and its img2col matmul gets the
+# register-tiled template (more than one output per thread); other convs keep the direct schedule. The
+# ResNet 3x3 conv runs 3.8x faster so; small_cnn's convs (3 and 16 input channels) are faster direct
+# (benchmarks/results/perf_targets_h200.md run 4)
+IMG2COL_MIN_WINDOW = 2
+
+
+def wants_img2col(op: OpInfo) -> bool:
+    if not img2col_applies(op):
+        return False
+    r = op.loop_ranges
+    window = r[5] * r[6] if op.name == "linalg.conv_2d_nchw_fchw" else r[4] * r[5]
+    return window >= IMG2COL_MIN_WINDOW and max(img2col_schedule(op).thread_tile) > 1
+
+
+def img2col_op(op: OpInfo) -> OpInfo:
+    try:
+        return records_img2col_op(op)
+    except ValueError as e:
+        raise ScheduleError(f"op {op.index}: {e}") from None
+
+
+def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
+    """The v0 launch shape of one op: threads along the innermost parallel dims, one or a few
+    outputs per thread, the rest of the parallel dims spread over the grid. Tiles divide the loop
+    extents, so every per-thread tile has a static shape."""
+    ranges, iters = op.loop_ranges, op.iterator_types
+    parallel = [d for d, it in enumerate(iters) if it == "parallel" and ranges[d] > 1]
+    block = [0] * len(ranges)
+    thread = [0] * len(ranges)
+    for d in parallel:
+        block[d] = 1
+    inner = parallel[-2:]  # up to two dims mapped to threads: (y, x)
+    # matmul-like work reuses operands across a register tile; elementwise work gets 1 per thread
+    per_thread = 4 if family in ("matmul", "conv") and all(ranges[d] % 64 == 0 for d in inner) else 1
+    # elementwise work: ELEMENTWISE_VECTORS 128-bit vectors per thread along the innermost loop
+    vector = elementwise_vector_width(op) if family == "elementwise" and per_thread == 1 else 1
+    # x first: a 16x16 square for register-tiled work, else 64 wide for coalesced rows
+    x_cap = 16 if per_thread > 1 else 64
+    budget = TARGET_THREADS
+    for d in reversed(inner):
+        cap = budget if d != inner[-1] or len(inner) == 1 else x_cap
+        run = vector if d == inner[-1] and vector > 1 else per_thread
+        threads = largest_divisor_at_most(ranges[d] // run, cap)
+        block[d] = threads * run
+        thread[d] = run
+        budget = max(budget // threads, 1)
+    # the same block tile, fewer threads: a vector in each of ELEMENTWISE_VECTORS rows, so that a warp-wide
+    # access covers 32 neighbouring vectors (1.01x over a run of them in one row, schedule_sweep_h200.md
+    # run 23), else (one row per block) a run of them
+    if vector > 1 and len(inner) == 2 and block[inner[0]] % ELEMENTWISE_VECTORS == 0:
+        thread[inner[0]] = ELEMENTWISE_VECTORS
+    elif vector > 1 and block[inner[-1]] % (vector * ELEMENTWISE_VECTORS) == 0:
+        thread[inner[-1]] = vector * ELEMENTWISE_VECTORS
+    # a block tile that covers the whole loop is no grid dimension at all
+    block = [0 if b >= ranges[d] else b for d, b in enumerate(block)]
+    whole = parallel or [d for d, it in enumerate(iters) if it == "parallel"]  # unit loops: a loss's one value
+    if not any(block) and whole:  # the kernel still needs a (one-block) grid to map
+        block[whole[0]] = ranges[whole[0]]
+    return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread, vectorize=vector > 1)
+
+
+# 128-bit vectors an elementwise thread loads (and stores): two loads in flight
+# per thread, the elementwise chain 1.07x over one (131.1 vs 139.9 us on the H200, the loop's v1 in
+# benchmarks/results/loop_h200.md 2026-12-04 06:07)
+ELEMENTWISE_VECTORS = 2
+
+
+def elementwise_vector_width(op: OpInfo) -> int:
+    """Elements of one 128-bit access along an elementwise op's innermost loop (1 where that loop is
+    not the innermost dim, the dtype is unknown or the extent is not a multiple). Kernel pointer
+    arguments are 16-byte aligned (mlir.align_kernel_pointers), so a thread's run starting at a
+    multiple of this width of a row whose length is a multiple of it loads as one vector."""
+    ranges, iters = op.loop_ranges, op.iterator_types
+    if not ranges or iters[-1] != "parallel" or "reduction" in iters:
+        return 1
+    width = vector_elements(op.dtype)
+    return width if width > 1 and ranges[-1] % width == 0 and ranges[-1] >= width * 8 else 1
+
+
+CONSERVATIVE_THREADS = 128
+MIN_THREADS_ALONG_X = 32  # fewer threads along the innermost loop (an odd extent) take the next loop too
+
+
+def conservative_schedule(op: OpInfo, family: str) -> OpSchedule:
+    """The always-legal path beneath the templates: one output per thread, up to CONSERVATIVE_THREADS
+    threads of a block along the innermost parallel loop (its largest divisor; the next loop too where that
+    gives fewer than a warp), every other parallel loop one block per index (a linear grid past three
+    loops), reductions whole in each thread; no vectors, shared memory, split reductions or tensor cores.
+    Repairs put a kernel that failed, or every op, on it (rules/repair.py)."""
+    ranges, iters = op.loop_ranges, op.iterator_types
+    parallel = [d for d, it in enumerate(iters) if it == "parallel" and ranges[d] > 1]
+    block, thread = [0] * len(ranges), [0] * len(ranges)
+    for d in parallel:
+        block[d] = 1
+    budget = CONSERVATIVE_THREADS
+    for d in reversed(parallel[-2:]):
+        block[d] = largest_divisor_at_most(ranges[d], budget)
+        thread[d] = 1
+        budget //= block[d]
+        if block[d] >= MIN_THREADS_ALONG_X:
+            break
+    if not parallel and "parallel" in iters:  # one output (a loss's unit loop): one block of one thread
+        block[iters.index("parallel")] = 1
+    return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread)
+
+
+# a 2-D transpose of 32-bit elements (an f32 weight that a SIMT matmul reads in (k, n) rows): blocks of
+# 32x64, 4x4 per thread read as four 128-bit rows and written as four (a transpose in registers): the
+# MLP 1.03x over one element per thread (schedule_sweep_h200.md run 19)
+TRANSPOSE_TILES = ((32, 64), (4, 4))
+
+
+def transpose_schedule(op: OpInfo) -> OpSchedule | None:
+    """v0 of a 2-D linalg.transpose of 32-bit elements whose loops TRANSPOSE_TILES' blocks divide; else None."""
+    block, thread = TRANSPOSE_TILES
+    if op.name != "linalg.transpose" or len(op.loop_ranges) != 2 or vector_elements(op.dtype) != thread[1] \
+            or any(r % b for r, b in zip(op.loop_ranges, block)):
+        return None
+    return OpSchedule(op_index=op.index, family="copy", block_tile=list(block), thread_tile=list(thread),
+                      vectorize=True)
+
+
+# K steps of a register-tiled (SIMT) matmul, the first that divides K: at 4096^3 f32 on the H200, 16 was
+# 1.43x over 8 and 32 1.10x over 16 (benchmarks/results/schedule_sweep_h200.md runs 4 and 5)
+V0_MATMUL_K_TILES = (32, 16, V0_REDUCTION_TILE)
+# a SIMT matmul grid of fewer blocks than the H200's SMs leaves SMs idle: blocks of one warp, 16x8
+# outputs of 2x2 per thread, then (the zoo's MLP: 2.0x over 64x64 blocks of 4x4; 1.47x over 32x32 and
+# 16x32 blocks of 2x2 with the same threads per SM: ptxas gives one-warp blocks up to 64 registers, 62
+# here, and blocks of more warps 32, fewer loads in flight; schedule_sweep_h200.md runs 4-5 and 15-17)
+MIN_GRID_BLOCKS = 132
+SMALL_GRID_TILE = ((16, 8), (2, 2))
+
+
+def fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
+    """SMALL_GRID_TILE on the two thread-mapped loops when the grid has fewer than MIN_GRID_BLOCKS
+    blocks and the loops take it."""
+    dims = [d for d, t in enumerate(schedule.thread_tile) if t]
+    block, thread = SMALL_GRID_TILE
+    if grid_blocks(schedule, op) >= MIN_GRID_BLOCKS or len(dims) != 2:
+        return
+    if any(op.loop_ranges[d] % b for d, b in zip(dims, block)):
+        return
+    for d, b, t in zip(dims, block, thread):
+        schedule.block_tile[d], schedule.thread_tile[d] = b, t
+
+
+# a SIMT matmul whose grid holds fewer than SPLIT_K_WARPS warps after SMALL_GRID_TILE (about 16 per SM:
+# the MLP's 256x1024 matmul, 2048 one-warp blocks, runs its L1 at 84% of peak; split in two it took 1.02x
+# as long, plus its merge) splits K in chunks until it has them, each chunk at least SPLIT_K_MIN_CHUNK
+# elements (two K steps of V0_REDUCTION_TILE). On the H200 under ncu (perf_targets_h200.md runs 15 and
+# 17): the MLP's 256x256 matmul (K 1024, 512 one-warp blocks) 47.5 -> 18.0 us in 4 chunks (2.8 us merge);
+# small_cnn's classifier (16x10 outputs; K 2048 over three loops, as the flatten before it folds into it;
+# one block of 160 threads) 103.0 -> 5.8 us in 32 chunks (2.9 us merge). K over several loops splits only
+# where all the outputs are one block's (split_over_blocks).
+SPLIT_K_WARPS = 2048
+SPLIT_K_MIN_CHUNK = 2 * V0_REDUCTION_TILE
+
+
+def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInfo) -> None:
+    """The rule above on a SIMT matmul group's `schedule` (tiles of its `anchor`; `matmul` has the K
+    loops): sets its split_reduction, the merge's loads and vectorize, or leaves it unsplit."""
+    blocks, split = grid_blocks(schedule, anchor), 1
+    warps = blocks * math.ceil(math.prod(n for n in threads_per_loop(schedule, anchor) if n) / WARP_SIZE)
+    first, *rest = reduction_extents(matmul)
+    if rest and (blocks > 1 or not reductions_trail(matmul)):
+        return
+    while warps * split < SPLIT_K_WARPS and first % (split * 2) == 0 \
+            and first // (split * 2) * math.prod(rest) >= SPLIT_K_MIN_CHUNK:
+        split *= 2
+    if split > 1:  # the group's reduction_tile is now the merge's: partials read MERGE_LOADS at a time
+        schedule.split_reduction = split
+        schedule.reduction_tile = largest_divisor_at_most(split, MERGE_LOADS)
+        schedule.vectorize = True
+
+
+def reductions_trail(op: OpInfo) -> bool:
+    r = op.iterator_types.index("reduction")
+    return all(it == "reduction" for it in op.iterator_types[r:])
+
+
+def split_over_blocks(op: OpInfo) -> bool:
+    """A split matmul whose K spans several loops: tile_reduction_using_forall makes a block of each chunk
+    of its first K loop (split_reduction takes one reduction loop, and tile_reduction_using_forall tiles no
+    parallel loop: each block computes all the outputs' partials)."""
+    return op.family == "matmul" and len(reduction_extents(op)) > 1
+
+
+# output channels x pixels per thread of an img2col matmul: each gathered input element feeds 8 channels,
+# each weight 8 pixels (on the H200: 8x4 was 1.48x over 4x4, benchmarks/results/schedule_sweep_h200.md run
+# 2; 8x8 1.19x over 8x4 once the gathered tile stayed in registers, run 13)
+IMG2COL_CHANNELS_PER_THREAD = 8
+IMG2COL_PIXELS_PER_THREAD = 8
+# pixels per block with 8x8 per thread: about 128, as many as the 64 channels' weights are reused for
+# (112-pixel blocks of the 56-wide ResNet image 1.14x over 56, schedule_sweep_h200.md run 14)
+IMG2COL_PIXELS_PER_BLOCK = 128
+
+
+def img2col_schedule(conv: OpInfo) -> OpSchedule:
+    """A conv's schedule through img2col: the v0 matmul template on its img2col matmul (blocks of 64
+    output channels, 8 channels x 8 pixels per thread and then 128 pixels per block, the reduction loop
+    tiled by about 8 and the thread's tile vectorized), with the pixel and reduction tiles moved to the
+    nearest ones aligned to the gather's index arithmetic (OpInfo.tile_alignments), e.g. 112-pixel blocks of
+    a 56-wide image and K steps of 9 for a 3x3 kernel."""
+    op = img2col_op(conv)
+    schedule = default_op_schedule(op, "matmul")
+    schedule.img2col = True
+    alignments = {d: extents for d, extents in enumerate(op.tile_alignments) if extents}
+    channel = next(d for d in range(1, len(op.loop_ranges))
+                   if op.iterator_types[d] == "parallel" and d not in alignments)
+    channels_tiled = schedule.thread_tile[channel] and \
+        (schedule.block_tile[channel] or op.loop_ranges[channel]) % IMG2COL_CHANNELS_PER_THREAD == 0
+    if channels_tiled:
+        schedule.thread_tile[channel] = IMG2COL_CHANNELS_PER_THREAD
+    for d, extents in alignments.items():
+        thread = schedule.thread_tile[d]
+        if op.iterator_types[d] == "reduction":
+            if any(schedule.thread_tile):
+                schedule.reduction_tile = _nearest_aligned(op.loop_ranges[d], V0_REDUCTION_TILE, extents)
+                schedule.vectorize = True
+            continue
+        if channels_tiled and thread and op.loop_ranges[d] % IMG2COL_PIXELS_PER_THREAD == 0:
+            thread = schedule.thread_tile[d] = IMG2COL_PIXELS_PER_THREAD
+            schedule.block_tile[d] = schedule.block_tile[d] and IMG2COL_PIXELS_PER_BLOCK
+        if thread and not img2col_aligned(thread, extents):
+            thread = schedule.thread_tile[d] = max(t for t in range(1, thread + 1)
+                                                   if thread % t == 0 and img2col_aligned(t, extents))
+        if schedule.block_tile[d]:
+            schedule.block_tile[d] = _nearest_aligned(op.loop_ranges[d], schedule.block_tile[d], extents,
+                                                      multiple_of=thread or 1)
+    return schedule
+
+
+def _nearest_aligned(extent: int, want: int, extents: list[int], multiple_of: int = 1) -> int:
+    """The divisor of `extent` closest to `want` (by ratio; the smaller on a tie) that is a multiple of
+    `multiple_of` and aligned to `extents`."""
+    tiles = [t for t in range(multiple_of, extent + 1, multiple_of) if extent % t == 0 and img2col_aligned(t, extents)]
+    return min(tiles, key=lambda t: (abs(math.log(t / want)), t))
+
+
+ROW_KERNEL_COLUMNS = 16  # columns per thread of a v0 row kernel
+ROW_KERNEL_MIN_THREADS = 128  # threads per row of a v0 row kernel over short rows, at least 8 columns each
+
+
+def row_kernel_threads(columns: int) -> int:
+    """Threads per row of a v0 row kernel: ROW_KERNEL_COLUMNS columns each, up to 1024; rows of up to
+    1024 columns keep the ROW_KERNEL_MIN_THREADS (8 columns each, or all columns) that v0 gave them before
+    (not measured since). With interleaved columns, over rows of 8192 f32 on the H200
+    (schedule_sweep_h200.md run 20): softmax 1024 threads 141.8 us, 512 132.2, 256 133.5; layernorm
+    133.0, 132.2, 134.5. (With a run of columns per thread 1024 threads were the fastest: softmax
+    178.6 us, 512 210.9, 256 339.4; runs 5 and 6.)"""
+    wanted = max(columns // ROW_KERNEL_COLUMNS, min(ROW_KERNEL_MIN_THREADS, columns // 8))
+    return largest_divisor_at_most(columns, max(min(wanted, MAX_THREADS), 1))
+
+
+# a block reduction over rows at least this long takes MAX_THREADS threads per row: the row sum over rows
+# of 8192 f32 1.06x over 512 threads (65.6 vs 69.6 us) once its loads were interleaved and streamed
+# (schedule_sweep_h200.md run 24, the loop's v2 in loop_h200.md 12:37)
+LONG_ROW = 8192
+
+
+def block_reduction_threads(extent: int) -> int:
+    """Threads per output of a v0 block reduction: about extent / 16, within 128..512, each reducing at
+    least 4 elements (the fastest measured on the H200: 128 for rows of 1024, 256 for 4096;
+    benchmarks/results/schedule_sweep_h200.md, perf_targets_h200.md); MAX_THREADS from LONG_ROW on."""
+    if extent >= LONG_ROW:
+        return largest_divisor_at_most(extent, MAX_THREADS)
+    return largest_divisor_at_most(extent, max(min(max(extent // 16, 128), 512, extent // 4), 1))
+
+
+def partial_kernel_schedule(op: OpInfo, split: int, schedule: OpSchedule) -> tuple[OpSchedule, OpInfo]:
+    """The launch shape of a split's partial reduction. A register-tiled matmul's (split in chunks): the
+    matmul's block and thread tiles, a block per chunk, K steps as v0 takes them. Others: the v0 shape
+    of its loops, threads along the partials of each output (and the outputs' innermost dim, for
+    coalescing)."""
+    chunks = _splits_in_chunks(op, schedule)
+    partial = partial_reduction_op(op, split, chunks)
+    if not chunks:
+        return default_op_schedule(partial, "reduction"), partial
+    r = op.iterator_types.index("reduction")
+    chunk = partial.loop_ranges[r + 1]
+    # the group's tiles are its anchor's loops: the matmul's outputs, then (zeros) its K loops
+    block, thread = ((tile[:r] + [middle, 0] + tile[r + 1:] + [0] * len(partial.loop_ranges))[:len(partial.loop_ranges)]
+                     for tile, middle in ((schedule.block_tile, 1), (schedule.thread_tile, 0)))
+    k_step = 0 if split_over_blocks(op) else next((t for t in V0_MATMUL_K_TILES if t < chunk and chunk % t == 0), 0)
+    return OpSchedule(op.index, "matmul", block, thread, reduction_tile=k_step, vectorize=True), partial

@@ -1,0 +1,212 @@
+"""v0: each kernel's operator-aware schedule (templates.py per op, tensor cores, block reductions and row
+kernels across the model); initial_params_for is the entry."""
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+from workers.compile.analysis import LinalgOpFacts
+from workers.compile.schedule.grouping import (Group, plan_groups, ROW_LOOPS, row_kernel_members, group_family,
+                                               reduction_member)
+from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_img2col, default_op_schedule,
+                                                transpose_schedule, V0_MATMUL_K_TILES, MIN_GRID_BLOCKS,
+                                                fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
+                                                row_kernel_threads, block_reduction_threads)
+from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
+from workers.compile.tensor_core import WGMMA_CHIPS, plan_mma
+from workers.records import OpSchedule, ScheduleParams, default_split_factor, reduction_extents, warp_can_merge
+
+
+def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, chip: str) -> OpSchedule:
+    family = group_family(g, facts)
+    if g.producer is None and wants_img2col(facts[g.anchor].info):
+        return img2col_schedule(facts[g.anchor].info)
+    if g.producer is None and (transpose := transpose_schedule(facts[g.anchor].info)):
+        return transpose
+    schedule = default_op_schedule(facts[g.anchor].info, family)
+    member = reduction_member(g, facts)
+    if member is not None and wants_split(facts[member].info):
+        # the kernel merges a few partials per output: one output per thread, whatever the family
+        schedule = dataclasses.replace(default_op_schedule(facts[g.anchor].info, "reduction"), family=family)
+        schedule.split_reduction = default_split_factor(reduction_extents(facts[member].info)[0])
+        # the merge reads its row's partials MERGE_LOADS at a time into a vector, accumulator hoisted
+        if any(schedule.thread_tile):
+            schedule.reduction_tile = largest_divisor_at_most(schedule.split_reduction, MERGE_LOADS)
+            schedule.vectorize = True
+        return schedule
+    if family == "matmul":
+        mma = tensor_core_schedule(g, facts, precision, chip)
+        if mma is not None:
+            return mma
+    if family == "matmul" and member is not None and any(schedule.thread_tile):
+        reductions = reduction_extents(facts[member].info)
+        k_step = next((t for t in V0_MATMUL_K_TILES if len(reductions) == 1 and reductions[0] % t == 0), 0)
+        if k_step:
+            schedule.reduction_tile, schedule.vectorize = k_step, True
+        fill_the_grid(schedule, facts[g.anchor].info)
+        split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
+    return schedule
+
+
+class MmaTiles(NamedTuple):
+    """A v0 tensor-core template: tiles, staging, and the smallest grid it is for."""
+
+    block: tuple[int, int]
+    warp: tuple[int, int]  # wgmma: a warpgroup's tile
+    k_step: int
+    staged: bool  # A/B staged in shared memory
+    stages: int = 0  # pipeline_depth: K steps in flight, copied by cp.async or, on wgmma, TMA (0: synchronous)
+    copies_ahead: bool = False  # a spare buffer, filled before the step's mma
+    min_blocks: int = 0  # taken only where the grid has this many blocks
+    instruction: str = "mma_sync"  # the tensor_core knob: "mma_sync" or "wgmma"
+
+
+# v0 tensor-core tiles by operand type, the first that the kernel takes. Measured fastest on the H200:
+# f16 and bf16 on wgmma in 128x256 blocks of two warpgroups of 64x256 with 3 K steps of 64 in flight
+# (1.16x over one warpgroup of 128x128 with 4, benchmarks/results/perf_targets_h200.md run 32; that one
+# 1.24x and 1.26x over mma.sync's best, run 31), TF32 so too with K steps of 32 (B transposed by a kernel
+# of its own first: 1.60x over mma.sync's best, run 35); of the mma.sync tiles
+# (benchmarks/results/schedule_sweep_h200.md runs 3-27), f16 and bf16 in 256x128 blocks of eight 64x64
+# warps (1.01-1.02x over 128x256 in runs 18, 20, 26 and 27; 128x256 where 256 does not divide M), K
+# steps of 64 filled by cp.async two steps ahead (128x256: 1.04x over 128x128 blocks of four warps, the
+# accumulator tile sharing the buffers' memory; those 1.24x over 128x64 blocks of two warps with K32 and
+# 3 stages and 1.82x over synchronous staging; bf16 2.06x over synchronous staging), where the grid
+# fills the GPU; TF32 in two 64x64 warps with K steps of 32, 2 stages in 3 buffers, the copies ahead of
+# the mma (1.07x over 3 stages in 3 buffers, sweep run 26; those 1.12x over 128x128 blocks of four warps,
+# 1.52x over synchronous staging); the unstaged tiles are for kernels that staging does not fit.
+_UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
+                       MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
+                       MmaTiles((32, 32), (16, 16), 16, False)]
+_HALF_MMA_TILES = [MmaTiles((128, 256), (64, 256), 64, True, 3, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
+                   MmaTiles((128, 128), (128, 128), 64, True, 4, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
+                   MmaTiles((256, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+                   MmaTiles((128, 256), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+                   MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+                   MmaTiles((128, 64), (64, 64), 32, True, 3), MmaTiles((128, 64), (64, 64), 32, True),
+                   MmaTiles((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]
+V0_MMA_TILES = {
+    "f16": _HALF_MMA_TILES,
+    "bf16": _HALF_MMA_TILES,
+    "f32": [MmaTiles((128, 256), (64, 256), 32, True, 3, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
+            MmaTiles((128, 64), (64, 64), 32, True, 2, copies_ahead=True), MmaTiles((128, 64), (64, 32), 16, True),
+            *_UNSTAGED_MMA_TILES]}
+
+
+def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, chip: str) -> OpSchedule | None:
+    """The v0 schedule of an f16 x f16 or bf16 x bf16 matmul kernel (alone or fused into an elementwise
+    consumer) on tensor cores, with the first V0_MMA_TILES entry of its operand type that the kernel
+    and the chip (wgmma: WGMMA_CHIPS) take, and of an f32 one in precision tf32; None where tensor
+    cores do not apply (other dtypes, ops, shapes)."""
+    op = facts[g.anchor].info
+    matmul = facts[g.anchor] if op.name == "linalg.matmul" or g.producer is None else facts[g.producer]
+    operand = matmul.input_dtypes[0] if matmul.input_dtypes else ""
+    if operand == "f32" and precision != "tf32":
+        return None
+    n = len(op.loop_ranges)
+    for t in V0_MMA_TILES.get(operand, []):
+        if t.instruction == "wgmma" and chip not in WGMMA_CHIPS:
+            continue
+        tail = [0] * (n - 2)
+        schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*t.block, *tail],
+                              thread_tile=[*t.warp, *tail], reduction_tile=t.k_step, tensor_core=t.instruction,
+                              promote_shared=t.staged, pipeline_depth=t.stages, copies_ahead=t.copies_ahead)
+        if grid_blocks(schedule, op) < t.min_blocks:
+            continue
+        try:
+            plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
+        except ValueError:
+            continue
+        return schedule
+    return None
+
+
+def precision_of(facts: list[LinalgOpFacts]) -> str:
+    """The correctness mode follows the narrowest float type the model computes in."""
+    dtypes = {f.info.dtype for f in facts}
+    return next((p for p in ("f16", "bf16") if p in dtypes), "fp32")
+
+
+def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: bool = False,
+                       reductions: str = "rows") -> ScheduleParams:
+    """v0: each kernel's operator-aware template. `tf32`: the model's fp32 may be computed in TF32 (its
+    tolerance; f32 matmuls then run on tensor cores). `reductions`: how row reductions get many threads
+    per output: "rows" (as "block", and a row pipeline such as softmax in one kernel: with_row_kernels),
+    "block" (one kernel per reduction, a block per output: 1.0-2.8x over the split on the H200) or
+    "split" (a partial and a merge kernel)."""
+    precision = precision_of(facts)
+    precision = "tf32" if tf32 and precision == "fp32" else precision
+    params = ScheduleParams(ops=[default_group_schedule(g, facts, precision, chip) for g in plan_groups(facts, None)],
+                            chip=chip, precision=precision)
+    # producers that a split reduction leaves out of its kernel get a schedule of their own
+    planned = {s.op_index for s in params.ops}
+    params.ops += [default_group_schedule(g, facts, precision, chip) for g in plan_groups(facts, params)
+                   if g.anchor not in planned]
+    params.ops.sort(key=lambda s: s.op_index)
+    if reductions == "split":
+        return params
+    params = with_block_reductions(params, facts)
+    return with_row_kernels(params, facts) if reductions == "rows" else params
+
+
+def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) -> OpSchedule | None:
+    """The one-kernel shape of a group whose anchor is a row-like reduction: a block per output,
+    block_reduction_threads(K) threads reducing its K elements; None where it does not apply."""
+    op = facts[g.anchor].info
+    if reduction_member(g, facts) != g.anchor or not wants_split(op):
+        return None
+    extent = reduction_extents(op)[0]
+    block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(op.loop_ranges, op.iterator_types)]
+    if not any(block):  # one output (a loss's unit loop): one block
+        block[op.iterator_types.index("parallel")] = 1
+    threads = block_reduction_threads(extent)
+    per_thread = extent // threads
+    return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
+                      block_reduction=threads, vectorize=True, interleave_columns=True,
+                      reduction_tile=largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
+
+
+def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
+    """A copy of `params` where every split row reduction is a one-kernel block reduction instead
+    (block_reduction_schedule), and producers that this lets kernels fuse lose their own schedule."""
+    new = ScheduleParams.from_dict(params.to_dict())
+    groups = {g.anchor: g for g in plan_groups(facts, None)}
+    new.ops = [(block_reduction_schedule(groups[s.op_index], facts, s.family) if s.split_reduction
+                and s.op_index in groups else None) or s for s in new.ops]
+    anchors = {g.anchor for g in plan_groups(facts, new)}
+    new.ops = [s for s in new.ops if s.op_index in anchors]
+    return new
+
+
+# row pipelines of up to this many reductions become one row kernel in v0: softmax's two, 1.26x over a
+# kernel per reduction on the H200; layernorm's (three as torch-mlir decomposed it, two of them in f64;
+# two in f32 since the frontend's var_mean) 1.23x with 1024 threads per row of 8192 (0.94x with 512;
+# schedule_sweep_h200.md runs 5 and 7). Their merges end in warp shuffles (warp_merge) where no
+# reduction is in f64: softmax 1.07x; layernorm with its f64 sums, whose partials take two shuffles
+# each, 0.83x (run 14)
+ROW_KERNEL_MAX_REDUCTIONS = 3
+
+
+def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
+                     max_reductions: int = ROW_KERNEL_MAX_REDUCTIONS) -> ScheduleParams:
+    """A copy of `params` where each row pipeline (row_kernel_members) of at most `max_reductions`
+    reductions is one kernel of row_kernel_threads(columns) threads per row, its ops losing their own
+    schedules; its merges end in warp shuffles unless a reduction is in f64; its threads' columns
+    interleaved (interleaved_columns: softmax over rows of 8192 f32 1.14x, layernorm 1.23x on the H200,
+    schedule_sweep_h200.md run 20)."""
+    new = ScheduleParams.from_dict(params.to_dict())
+    taken: set[int] = set()
+    for f in reversed(facts):
+        i = f.info.index
+        members = None if i in taken else row_kernel_members(i, facts)
+        if members is None or sum(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members) > max_reductions:
+            continue
+        taken.update(members)
+        columns = f.info.loop_ranges[1]
+        reductions = [facts[m].info for m in members if facts[m].info.iterator_types == ROW_LOOPS[1]]
+        new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
+        row = OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0], vectorize=True,
+                         row_kernel=row_kernel_threads(columns), interleave_columns=True)
+        row.warp_merge = all(r.dtype != "f64" for r in reductions) and warp_can_merge(row)
+        new.ops.append(row)
+    new.ops.sort(key=lambda s: s.op_index)
+    return new

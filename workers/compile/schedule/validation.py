@@ -1,0 +1,190 @@
+"""One kernel's schedule checked before any transform is emitted: a ScheduleError says what no valid kernel
+can come from; returns the thread block shape."""
+from __future__ import annotations
+
+from workers.compile.analysis import LinalgOpFacts
+from workers.compile.schedule.grouping import Group, reduction_member
+from workers.compile.schedule.templates import img2col_op, reductions_trail, split_over_blocks
+from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
+                                            MAX_GRID_X)
+from workers.compile.tensor_core import MmaPlan, plan_mma
+from workers.records import (MAX_BLOCKS_PER_SM, WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, reduction_extents,
+                             warp_can_merge)
+
+
+def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> MmaPlan:
+    """The tensor-core plan of a kernel whose schedule asks for tensor cores."""
+    op = facts[g.anchor].info
+    if schedule.tensor_core not in ("mma_sync", "wgmma"):
+        raise ScheduleError(f"op {op.index}: tensor_core must be 'none', 'mma_sync' or 'wgmma', "
+                            f"not {schedule.tensor_core!r}")
+    if schedule.split_reduction:
+        raise ScheduleError(f"op {op.index}: a tensor-core kernel does not split its reduction")
+    try:
+        return plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
+    except ValueError as e:
+        raise ScheduleError(f"op {op.index}: tensor_core {schedule.tensor_core}: {e}") from None
+
+
+def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """Check one kernel's tiles; returns the thread block shape [x, y, z]."""
+    op = facts[g.anchor].info
+    if not 0 <= schedule.min_blocks_per_sm <= MAX_BLOCKS_PER_SM:
+        raise ScheduleError(f"op {op.index}: min_blocks_per_sm must be 0..{MAX_BLOCKS_PER_SM}, not "
+                            f"{schedule.min_blocks_per_sm}")
+    if schedule.warp_merge and not (schedule.block_reduction or schedule.row_kernel):
+        raise ScheduleError(f"op {op.index}: warp_merge merges the partials of a block reduction: it needs "
+                            "block_reduction or row_kernel")
+    if schedule.interleave_columns and not (schedule.row_kernel or schedule.block_reduction):
+        raise ScheduleError(f"op {op.index}: interleave_columns interleaves the columns that the threads of a row "
+                            "kernel or block reduction share: it needs row_kernel or block_reduction")
+    members = [g.anchor] + ([g.producer] if g.producer is not None else [])
+    if schedule.img2col:
+        op = img2col_op(op)  # raises ScheduleError for a non-conv op
+        if g.producer is not None or schedule.tensor_core != "none" or schedule.split_reduction \
+                or schedule.block_reduction:
+            raise ScheduleError(f"op {op.index}: img2col kernels fuse no producer and take no tensor_core, "
+                                "split_reduction or block_reduction")
+        members = []
+        if schedule.vectorize and not schedule.reduction_tile:
+            raise ScheduleError(f"op {op.index}: vectorizing an img2col matmul needs a reduction_tile")
+        _check_img2col_alignment(schedule, op)
+    n = len(op.loop_ranges)
+    if len(schedule.block_tile) != n or len(schedule.thread_tile) != n:
+        raise ScheduleError(f"op {op.index}: tiles must have {n} entries (one per loop)")
+    if schedule.vectorize and not schedule.reduction_tile and not schedule.block_reduction and any(
+            "reduction" in facts[m].info.iterator_types for m in members):
+        raise ScheduleError(f"op {op.index}: vectorizing a reduction needs a reduction_tile (else the whole "
+                            "reduction loop becomes one vector)")
+    if schedule.promote_shared and schedule.tensor_core == "none":
+        raise ScheduleError(f"op {op.index}: promote_shared is not expressible by this compile stage's "
+                            "schedules yet, except for tensor-core (tensor_core mma_sync) kernels")
+    if schedule.row_kernel:
+        return _check_row_kernel(schedule, g, facts)
+    if schedule.tensor_core != "none":
+        return mma_plan(schedule, g, facts).block_dims
+    if schedule.split_reduction:
+        _check_split(schedule, g, facts)
+    if schedule.block_reduction:
+        return _check_block_reduction(schedule, g, facts)
+    if grid_blocks(schedule, op) > MAX_GRID_X:
+        raise ScheduleError(f"op {op.index}: block_tile {schedule.block_tile} makes {grid_blocks(schedule, op)} blocks, "
+                            f"more than a grid holds ({MAX_GRID_X})")
+    for d, (b, t) in enumerate(zip(schedule.block_tile, schedule.thread_tile)):
+        if op.iterator_types[d] == "reduction" and (b or t):
+            raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
+        if b < 0 or t < 0:
+            raise ScheduleError(f"op {op.index}: loop {d} has a negative tile size")
+        # partial tiles would give per-thread scratch a dynamic size (device malloc in the kernel)
+        extent = op.loop_ranges[d]
+        if (b and extent % b) or (t and (b or extent) % t):
+            raise ScheduleError(f"op {op.index}: loop {d} of extent {extent} is not divided evenly by "
+                                f"block tile {b} and thread tile {t}")
+    return block_dims(schedule, op)
+
+
+def _check_img2col_alignment(schedule: OpSchedule, op: OpInfo) -> None:
+    """op: the img2col matmul of a conv (img2col_op), its tile_alignments the gather's."""
+    for d, extents in enumerate(op.tile_alignments):
+        is_reduction = op.iterator_types[d] == "reduction"
+        tiles = [schedule.reduction_tile] if is_reduction else [schedule.block_tile[d], schedule.thread_tile[d]]
+        for tile in filter(None, tiles):
+            if not img2col_aligned(tile, extents):
+                what = "reduction_tile" if is_reduction else f"tile {tile} of loop {d}"
+                raise ScheduleError(f"op {op.index}: img2col: the {what} must divide or be a multiple of "
+                                    f"each of {extents}: the gather takes that loop's index apart by them, and "
+                                    "an unaligned tile reads the wrong input elements")
+
+
+def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> None:
+    op, split = facts[g.anchor].info, schedule.split_reduction
+    member = reduction_member(g, facts)
+    if member is None:
+        raise ScheduleError(f"op {op.index}: split_reduction needs a reduction in the kernel, and it has none")
+    info = facts[member].info
+    extents = reduction_extents(info)
+    if split_over_blocks(info):
+        if grid_blocks(schedule, op) != 1 or not reductions_trail(info):
+            raise ScheduleError(f"op {op.index}: a matmul whose K spans {len(extents)} loops splits only with all "
+                                f"its outputs in one block (block_tile {schedule.block_tile} makes "
+                                f"{grid_blocks(schedule, op)}) and its K loops last")
+    elif info.family not in ("reduction", "matmul") or len(extents) != 1:
+        raise ScheduleError(f"op {op.index}: split_reduction splits one reduction loop; op {member} "
+                            f"({info.name}) has {len(extents)}")
+    if split < 2 or extents[0] % split:
+        raise ScheduleError(f"op {op.index}: split_reduction {split} must be at least 2 and divide the "
+                            f"reduction loop extent {extents[0]} of op {member} (0 = no split)")
+    if schedule.reduction_tile and split % schedule.reduction_tile:
+        raise ScheduleError(f"op {op.index}: reduction_tile {schedule.reduction_tile} must divide "
+                            f"split_reduction {split}: the kernel's reduction loop merges {split} partials")
+
+
+def _check_block_reduction(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """One output per block, its reduction loop spread over `block_reduction` threads."""
+    op, threads = facts[g.anchor].info, schedule.block_reduction
+    if reduction_member(g, facts) != g.anchor or len(reduction_extents(op)) != 1:
+        raise ScheduleError(f"op {op.index}: block_reduction needs a kernel whose anchor op has one reduction loop")
+    if schedule.split_reduction:
+        raise ScheduleError(f"op {op.index}: block_reduction and split_reduction exclude each other")
+    extent = reduction_extents(op)[0]
+    if not 2 <= threads <= MAX_THREADS or extent % threads:
+        raise ScheduleError(f"op {op.index}: block_reduction {threads} must be 2..{MAX_THREADS} and divide the "
+                            f"reduction loop extent {extent}")
+    if any(schedule.thread_tile):
+        raise ScheduleError(f"op {op.index}: with block_reduction the threads of a block reduce one output: "
+                            "thread_tile must be all 0")
+    if schedule.reduction_tile and (extent // threads) % schedule.reduction_tile:
+        raise ScheduleError(f"op {op.index}: reduction_tile {schedule.reduction_tile} must divide the "
+                            f"{extent // threads} elements each thread reduces")
+    for d, b in enumerate(schedule.block_tile):
+        parallel = op.iterator_types[d] == "parallel"
+        if (not parallel and b) or (parallel and b != 1 and not (b == 0 and op.loop_ranges[d] == 1)):
+            raise ScheduleError(f"op {op.index}: with block_reduction each block computes one output: block "
+                                f"tile 1 on every parallel loop, 0 on the reduction, not {schedule.block_tile}")
+    if not any(schedule.block_tile):
+        raise ScheduleError(f"op {op.index}: block_reduction needs at least one parallel loop over blocks")
+    _check_warp_merge(schedule, op)
+    return [threads, 1, 1]
+
+
+def _check_warp_merge(schedule: OpSchedule, op: OpInfo) -> None:
+    if schedule.warp_merge and not warp_can_merge(schedule):
+        raise ScheduleError(f"op {op.index}: warp_merge merges the partials in a warp: it needs "
+                            f"{schedule.block_reduction or schedule.row_kernel} threads per output to be whole warps, "
+                            f"at least {2 * WARP_SIZE}")
+
+
+def _check_row_kernel(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """A block per row, `row_kernel` threads sharing each of its ops' columns."""
+    op, threads = facts[g.anchor].info, schedule.row_kernel
+    if schedule.tensor_core != "none" or schedule.split_reduction or schedule.block_reduction \
+            or schedule.promote_shared:
+        raise ScheduleError(f"op {op.index}: a row kernel takes no tensor_core, split_reduction, block_reduction "
+                            "or promote_shared")
+    if schedule.block_tile != [1, 0] or schedule.thread_tile != [0, 0] or schedule.reduction_tile:
+        raise ScheduleError(f"op {op.index}: a row kernel has block_tile [1, 0] (a block per row), thread_tile "
+                            f"[0, 0] and no reduction_tile, not {schedule.block_tile}, {schedule.thread_tile}, "
+                            f"{schedule.reduction_tile}")
+    columns = op.loop_ranges[1]
+    if not 2 <= threads <= MAX_THREADS or columns % threads:
+        raise ScheduleError(f"op {op.index}: row_kernel {threads} must be 2..{MAX_THREADS} and divide the "
+                            f"{columns} columns")
+    _check_warp_merge(schedule, op)
+    return [threads, 1, 1]
+
+
+def interleaved_columns(schedule: OpSchedule, op: OpInfo) -> bool:
+    """Whether the kernel of `schedule` (anchor `op`) interleaves its threads' columns: interleave_columns
+    is on, and each thread of the row kernel or block reduction (without reduction_tile, over the innermost
+    loop) reads one run of columns that is more than one 128-bit vector, in whole vectors. Elsewhere the
+    knob changes nothing (a thread's one vector is interleaved already)."""
+    if not schedule.interleave_columns:
+        return False
+    if schedule.row_kernel:
+        columns = op.loop_ranges[1] // schedule.row_kernel
+    elif schedule.block_reduction and not schedule.reduction_tile and op.iterator_types[-1] == "reduction":
+        columns = reduction_extents(op)[0] // schedule.block_reduction
+    else:
+        return False
+    vector = vector_elements(op.dtype)
+    return vector > 1 and columns % vector == 0 and columns > vector
