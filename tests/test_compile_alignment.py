@@ -1,4 +1,4 @@
-"""workers/compile/alignment.py: the alignment of a kernel's vector accesses to its buffer arguments,
+"""workers/compile/passes/alignment.py: the alignment of a kernel's vector accesses to its buffer arguments,
 proven from the index arithmetic, on hand-written kernels (the f16 matmul's epilogue, where it turns four
 scalar stores into one, is in test_compile_tensor_core.py)."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from workers.compile import mlir
-from workers.compile.alignment import align_global_vector_accesses
+from workers.compile.passes.alignment import align_global_vector_accesses
 
 KERNEL = """
 #columns = affine_map<()[s0] -> (s0 * 4 - (s0 floordiv 64) * 256)>

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.compile import mlir, passes
+from workers.compile import mlir
+from workers.compile.passes import registry
 from workers.compile.analysis import analyze
 from workers.compile.host import HostComputeError, LaunchSequence, check_host
 from workers.compile.pipeline import HOST_CHECK, pipeline_for
@@ -55,7 +56,7 @@ def test_schedule_that_leaves_an_op_unmapped_is_rejected(tmp_path):
         module = mlir.parse(payload, "model_linalg.mlir")
         schedule = mlir.parse("\n".join(kept), "transform.mlir")
         for step in steps[:steps.index(HOST_CHECK)]:
-            passes.run_step(step, module, schedule)
+            registry.run_step(step, module, schedule)
         with pytest.raises(HostComputeError) as err:
             LaunchSequence(module, ModelInfo.from_json(info.to_json())).read()
     assert "compute on the host" in str(err.value) and "linalg." in str(err.value)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from workers.compile import compile_iteration, mlir
+from workers.compile.passes import interleave_columns, reuse_reads
 from workers.compile.analysis import analyze
 from workers.compile.schedule import initial_params_for
 from workers.compile.schedule.emission import MERGE_THREADS
@@ -270,7 +271,7 @@ def test_row_pipelines_are_one_kernel_of_a_block_per_row(row_compiled, name, row
     warp, then one thread: rownorm_f64, whose sum is in f64), or, where the merges end in warp shuffles
     (no f64 reduction), after the partials and after the merging warp's result; one after the output
     pass; the inputs (x; layernorm's weight and bias too) read once, however many passes read them
-    (mlir.reuse_reads), and the output written once, in 128-bit loads and stores (16 columns per
+    (reuse_reads.reuse_reads), and the output written once, in 128-bit loads and stores (16 columns per
     thread); no temporary the size of the input."""
     result, config, bodies, params = row_compiled[name]
     ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
@@ -372,10 +373,10 @@ SHARED_READS = """
 
 @pytest.mark.parametrize("text", [GLOBAL_READS, SHARED_READS], ids=["global", "shared"])
 def test_reads_are_reused_up_to_a_write_that_may_change_them(text):
-    """mlir.reuse_reads: %y takes %x's value; %z, after a store that may change what it reads, is read again."""
+    """reuse_reads.reuse_reads: %y takes %x's value; %z, after a store that may change what it reads, is read again."""
     with mlir.context():
         module = mlir.parse(text, "kernels")
-        mlir.reuse_reads(module)
+        reuse_reads.reuse_reads(module)
         ir = str(module)
     loads = re.findall(r"(%\w+) = vector.load", ir)
     assert len(loads) == 2, ir
@@ -384,7 +385,7 @@ def test_reads_are_reused_up_to_a_write_that_may_change_them(text):
 
 def test_softmax_computes_each_exponential_once(row_compiled):
     """The row kernel's output pass reads the row's max from shared memory as its sum pass did
-    (mlir.reuse_reads): exp(x - max) is the same value, computed once per element (ex2 runs on the
+    (reuse_reads.reuse_reads): exp(x - max) is the same value, computed once per element (ex2 runs on the
     SM's 16-per-clock special function units)."""
     result, config, bodies, params = row_compiled["softmax_large"]
     (launch,) = config["launches"]
@@ -462,7 +463,7 @@ def _columns_of(access, threads: int) -> list[list[int]]:
     text = str(offset.owner.attributes["map"])
     scale, constant = (int(n) for n in re.fullmatch(r"affine_map<\(\)\[s0\] -> \(s0 \* (\d+)(?: \+ (\d+))?\)>", text)
                        .groups(default="0"))
-    lanes = mlir.ir.VectorType(mlir._accessed_vector(access)).shape[0]
+    lanes = mlir.ir.VectorType(interleave_columns._accessed_vector(access)).shape[0]
     return [[t * scale + constant + i for i in range(lanes)] for t in range(threads)]
 
 
@@ -472,9 +473,9 @@ def test_interleaving_gives_each_thread_vectors_a_block_width_apart_the_same_for
     still pairs each column with itself."""
     with mlir.context():
         module = mlir.parse(ROW_RUNS, "row runs")
-        mlir.interleave_thread_columns(module, 16)
+        interleave_columns.interleave_thread_columns(module, 16)
         module.operation.verify()
-        kernel = mlir._kernel_ops(module, "gpu.func")[0]
+        kernel = mlir.kernel_ops(module, "gpu.func")[0]
         loads, stores = mlir.ops_named(kernel, "vector.load"), mlir.ops_named(kernel, "vector.store")
         assert len(loads) == 4 and len(stores) == 2
         x_columns = [_columns_of(a, 8) for a in loads[:2]]
@@ -493,7 +494,7 @@ def test_interleaving_leaves_a_kernel_with_a_run_read_in_part_as_it_was():
     with mlir.context():
         module = mlir.parse(partial, "a run read in part")
         before = str(module)
-        notes = mlir.interleave_thread_columns(module, 16)
+        notes = interleave_columns.interleave_thread_columns(module, 16)
         assert str(module) == before and len(notes) == 1 and "interleave_columns left kernel rows" in notes[0]
 
 

@@ -346,7 +346,7 @@ def test_two_warpgroups_share_a_block_stacked_along_m(matmul4096_f16):
     # into rows of 264 f32: 8 banks further each, a warp's 8 rows of fragments in two wavefronts, not eight
     assert re.search(r"memref\.subview %\w+\[%\w+, 0\] \[64, 256\] \[1, 1\] : memref<128x256xf32, strided<\[264, 1\]>", gpu)
     assert "to memref<128x264xf32, #gpu.address_space<workgroup>>" in gpu
-    # the epilogue's 4 x f16 per row proven 8-byte aligned (workers/compile/alignment.py): one store each,
+    # the epilogue's 4 x f16 per row proven 8-byte aligned (workers/compile/passes/alignment.py): one store each,
     # not four st.global.b16 (1.09x, perf_targets_h200.md run 44)
     assert "st.global.v2.b32" in ptx and "st.global.b16" not in ptx
 
@@ -549,7 +549,7 @@ def test_a_tf32_mlp_transposes_its_weights_then_runs_tensor_core_kernels(tmp_pat
 
 def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
     """a @ b in bf16: convert-vector-to-gpu has no bf16 fragments, so the staged tiles are typed f16 for
-    it (mlir.stage_bf16_as_f16) and bf16 again after it (mlir.restore_bf16_tiles), the ldmatrix fragments
+    it (tensor_core_conversion.stage_bf16_as_f16) and bf16 again after it (tensor_core_conversion.restore_bf16_tiles), the ldmatrix fragments
     and the mma.sync with them: m16n8k16 with bf16 operands, v0's tiles as for f16, filled by cp.async
     bf16 to bf16; synchronous staging (pipeline_depth 0) loads them through registers."""
     job = tmp_path / "matmul4096_bf16"

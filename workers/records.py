@@ -120,7 +120,7 @@ class OpSchedule(JsonRecord):
     pipeline_depth: int = 0
     # a pipelined kernel's staged tiles get one buffer more than pipeline_depth: step i + depth's copies
     # go into the buffer the warps finished at step i - 1, so they are issued before step i's mma, and
-    # the K loop keeps one barrier per step instead of two (mlir.trim_k_loop_barriers)
+    # the K loop keeps one barrier per step instead of two (k_loops.trim_k_loop_barriers)
     copies_ahead: bool = False
     # ptxas fits this many blocks of the kernel on an SM (.minnctapersm): fewer registers per thread,
     # spilling if it must; 0 = ptxas's choice
@@ -131,7 +131,7 @@ class OpSchedule(JsonRecord):
     warp_merge: bool = False
     # a row kernel's (or block reduction's) threads read and write their columns interleaved: thread t's
     # j-th 128-bit vector at column (j threads + t) x the vector's width instead of in one run of its own,
-    # so that a warp-wide access covers neighbouring columns (mlir.interleave_thread_columns); only where
+    # so that a warp-wide access covers neighbouring columns (interleave_columns.interleave_thread_columns); only where
     # each thread reads one run of whole vectors, more than one (schedule.interleaved_columns)
     interleave_columns: bool = False
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from workers.compile import mlir, passes
+from workers.compile import mlir
+from workers.compile.passes import registry
 from workers.compile.pipeline import MAIN_SEQUENCE, pre_schedule_steps, transform_module_head
 from workers.records import OpInfo
 
@@ -98,7 +99,7 @@ def prepared_payload(payload_text: str, fuse_elementwise: bool = True) -> ir.Mod
     (pipeline.pre_schedule_steps). In the caller's context."""
     module = mlir.parse(payload_text, "model_linalg.mlir")
     for step in pre_schedule_steps(fuse_elementwise):
-        passes.run_step(step, module)
+        registry.run_step(step, module)
     return module
 
 

@@ -3,7 +3,7 @@ version's transform.mlir, pass_pipeline.txt and params.json -> its kernels (PTX)
 
 compile_iteration writes the three files of the version and then builds from them; replay.py builds
 again from a job folder alone and compares. Nothing else goes in: a step that is not in those files does
-not exist. pass_pipeline.txt's steps run in order (passes.run_step); at `farm-host-check` the host code is
+not exist. pass_pipeline.txt's steps run in order (passes/registry.run_step); at `farm-host-check` the host code is
 final and its launches are read (host.LaunchSequence); the last step is MLIR's lowering to PTX, and
 gpu.mlir is the module right before it.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from workers.compile import kernel_marks, mlir, passes
+from workers.compile import kernel_marks, mlir
+from workers.compile.passes import registry
 from workers.compile.host import LaunchSequence
 from workers.compile.pipeline import HOST_CHECK, PassPipeline
 from workers.layout import LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE
@@ -57,7 +58,7 @@ def build(job_dir: str, vdir: str, result: CompileResult | None = None) -> Build
                 launches = LaunchSequence(module, info).read()
                 result.stage = "lowering"
             else:
-                notes += passes.run_step(step, module, schedule)
+                notes += registry.run_step(step, module, schedule)
         if launches is None:
             raise mlir.MlirError(f"{PIPELINE_FILE} has no `{HOST_CHECK}` step: the launches were never read")
         gpu_mlir = str(module)

@@ -22,13 +22,13 @@ no vector.contract left for the pipeliner to trip on, and which needs a bf16 ker
 for a while), the PIPELINE_COPIES_SEQUENCE of transform.mlir makes the copies asynchronous
 (nvgpu.create_async_groups) and software-pipelines the K loop (nvgpu.pipeline_shared_memory_copies):
 the copies of step i+d are issued once the warps are done with step i, into step i's buffer. Of the
-thread mapping's three barriers per step, mlir.trim_k_loop_barriers drops the one between A's copies
+thread mapping's three barriers per step, k_loops.trim_k_loop_barriers drops the one between A's copies
 and B's; with copies_ahead the copies go into the spare buffer, which the warps left at step i-1, so it
 moves them before step i's mma and drops the barrier after it too: one per step remains.
 
 With tensor_core "wgmma" (sm_90a) one or two warpgroups compute the block tile instead (`thread_tile`: a
 warpgroup's tile, stacked along M): the schedule tiles the kernel to blocks, maps its fill and epilogue
-to the block's threads and leaves the block's matmul whole, marked WGMMA; wgmma.py gives it its K loop.
+to the block's threads and leaves the block's matmul whole, marked WGMMA; passes/wgmma.py gives it its K loop.
 """
 from __future__ import annotations
 
@@ -39,13 +39,13 @@ from workers.compile.pipeline import ANY, vectorize
 from workers.records import ELEMENT_BYTES, WARP_SIZE, WARPGROUP_THREADS, WGMMA_ROW_BYTES, OpSchedule, wgmma_k_step
 
 # mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
-# mlir.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
+# tensor_core_conversion.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
 # precision must be tf32: its tolerance, peers with TF32)
 MMA_SHAPES = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "f32": (16, 8, 8)}
 MMA_M, MMA_N = 16, 8
 MAX_THREADS = 1024
 # the most shared memory a block of an H100/H200 gets; over 48 KB its tiles are dynamic shared memory
-# (mlir.large_shared_to_dynamic)
+# (shared_memory.large_shared_to_dynamic)
 MAX_SHARED_BYTES = 227 * 1024
 ACCUMULATOR_BYTES = {"f32": 4, "f16": 2}
 EPILOGUE_VECTOR = 4  # accumulator elements per epilogue vector
@@ -176,7 +176,7 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     staged = plan.buffers * sum(rows * padded_columns(columns, row, operand == "f32" and i == 1)
                                 for i, (rows, columns) in enumerate(plan.staged_tiles)) * row if s.promote_shared else 0
     # a pipelined kernel's accumulator tile, dead during its K loop, shares memory with the cp.async
-    # buffers (mlir.overlap_tiles_dead_in_k_loops)
+    # buffers (k_loops.overlap_tiles_dead_in_k_loops)
     needed = max(shared, staged) if stages > 1 else shared + staged
     if needed > MAX_SHARED_BYTES:
         raise ValueError(f"promote_shared: {plan.buffers} buffer(s) of the A and B tiles ({staged} bytes) and the accumulator "
@@ -216,7 +216,7 @@ def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int)
                          f"{k // k_step} of {k_step}")
     plan = MmaPlan(matmul.info.index, epilogue.info.index if epilogue else None, block, warpgroup, k_step,
                    k // k_step, accumulator, operand, s.pipeline_depth, instruction="wgmma")
-    # the epilogue's accumulator tile (in rows padded as wgmma.py pads them) shares memory with the staged
+    # the epilogue's accumulator tile (in rows padded as passes/wgmma.py pads them) shares memory with the staged
     # tiles, dead once the K loop is done
     acc_bytes = ACCUMULATOR_BYTES[accumulator]
     accumulator_tile = block[0] * padded_columns(block[1], acc_bytes, True) * acc_bytes if epilogue else 0
@@ -335,7 +335,7 @@ SCALAR_FRAGMENT_ROWS = 4  # rows of a tile that one scalar fragment load spans a
 
 
 def padded_columns(columns: int, element_bytes: int, scalar_fragments: bool = False) -> int:
-    """Row length (elements) of a tensor-core kernel's tile in shared memory (mlir.pad_tensor_core_tiles
+    """Row length (elements) of a tensor-core kernel's tile in shared memory (shared_memory.pad_tensor_core_tiles
     widens the tiles to it): rows an odd number of 16-byte chunks apart, so that the 8 rows of 16 bytes
     that one ldmatrix reads lie in 8 different bank groups; for a 32-bit tile whose fragments are
     accessed by plain loads and stores instead, rows BANKS / 4 banks apart modulo BANKS: TF32's B (lane l
@@ -470,7 +470,7 @@ def emit_pipelined_k_loop(kernel: int, plan: MmaPlan) -> list[str]:
             f'    transform.annotate %tc{kernel}_waits "numGroups" = %tc{kernel}_in_flight : {ANY}, !transform.param<i32>',
             f"    %tc{kernel}_pipelined = transform.nvgpu.pipeline_shared_memory_copies failures(propagate) "
             f"%tc{kernel}_async {{depth = {plan.stages}}} : ({ANY}) -> {ANY}",
-            # the pipelined loop is a new one: it gets the mark back (mlir.overlap_tiles_dead_in_k_loops)
+            # the pipelined loop is a new one: it gets the mark back (k_loops.overlap_tiles_dead_in_k_loops)
             f"    %tc{kernel}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
             f'    transform.annotate %tc{kernel}_pipelined "{K_LOOP}" = %tc{kernel}_id : {ANY}, !transform.param<i64>',
             *([f'    transform.annotate %tc{kernel}_pipelined "{COPIES_AHEAD}" : {ANY}'] if plan.copies_ahead else [])]

@@ -29,8 +29,8 @@ class Kernel:
     block: list[int]  # thread block shape [x, y, z]
     partial: bool = False
     min_blocks_per_sm: int = 0  # the schedule's (.minnctapersm)
-    warp_merge: bool = False  # the schedule's (mlir.merge_in_a_warp)
-    interleave_columns: bool = False  # the schedule's (mlir.interleave_thread_columns)
+    warp_merge: bool = False  # the schedule's (warp_merge.merge_in_a_warp)
+    interleave_columns: bool = False  # the schedule's (interleave_columns.interleave_thread_columns)
     linear_grid: int = 0  # blocks of a 1-D grid of linear block ids (linear_grid()); 0: grid x, y, z
 
 

@@ -121,7 +121,7 @@ ELEMENTWISE_VECTORS = 2
 def elementwise_vector_width(op: OpInfo) -> int:
     """Elements of one 128-bit access along an elementwise op's innermost loop (1 where that loop is
     not the innermost dim, the dtype is unknown or the extent is not a multiple). Kernel pointer
-    arguments are 16-byte aligned (mlir.align_kernel_pointers), so a thread's run starting at a
+    arguments are 16-byte aligned (kernel_arguments.align_kernel_pointers), so a thread's run starting at a
     multiple of this width of a row whose length is a multiple of it loads as one vector."""
     ranges, iters = op.loop_ranges, op.iterator_types
     if not ranges or iters[-1] != "parallel" or "reduction" in iters:

@@ -4,7 +4,7 @@ LLVM gives a vector load or store the alignment of its element unless it proves 
 and NVPTX splits a vector access it cannot prove aligned into scalar ones: a wgmma epilogue's 4 x f16
 stores became four st.global.b16 each (the thread's column runs through a floordiv that LLVM's known
 bits lose), 9% of the f16 matmul's time (perf_targets_h200.md run 44). Here the element offset of each
-access to a buffer the kernel takes as an argument (16-byte aligned: mlir.POINTER_ALIGNMENT) is the sum
+access to a buffer the kernel takes as an argument (16-byte aligned: kernel_arguments.POINTER_ALIGNMENT) is the sum
 of its views' offsets and its indices times their strides, and what divides each term follows from the
 ops that compute it: constants, sums, products, affine maps, loop induction variables. The access then
 states that alignment (vector.load and vector.store take it), up to its vector's bytes.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from workers.compile import mlir
+from workers.compile.passes import kernel_arguments
 from workers.compile.mlir import ir, vector_dialect
 
 UNKNOWN = 1  # what divides a value nothing is known of
@@ -140,8 +141,8 @@ def _proven_alignment(access, divisors: Divisors) -> int:
     element = vector.element_type.width // 8 if hasattr(vector.element_type, "width") else 0
     if not element:
         return 0
-    alignment = min(mlir.POINTER_ALIGNMENT, 1 << (element * vector.shape[-1]).bit_length() - 1,
-                    (offset * element) & -(offset * element) if offset else mlir.POINTER_ALIGNMENT)
+    alignment = min(kernel_arguments.POINTER_ALIGNMENT, 1 << (element * vector.shape[-1]).bit_length() - 1,
+                    (offset * element) & -(offset * element) if offset else kernel_arguments.POINTER_ALIGNMENT)
     return alignment if alignment > element else 0
 
 

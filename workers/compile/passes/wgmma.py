@@ -13,7 +13,7 @@ swizzled as wgmma reads them, completing on the buffer's mbarrier; d steps in fl
 step, each warpgroup (threads (x, y): warpgroup y) waits for its buffer's mbarrier and multiplies its
 rows of A with B by nvgpu.warpgroup.mma, its accumulators carried in registers through the loop and
 stored to its rows of C after it. An epilogue's accumulator tile is dead during the loop: it shares
-memory with the buffers (mlir.OVERLAPS_STAGED). convert-nvgpu-to-nvvm reads only the type of a wgmma
+memory with the buffers (k_loops.OVERLAPS_STAGED). convert-nvgpu-to-nvvm reads only the type of a wgmma
 descriptor's tensor map (swizzle and box): B's take B's TMA descriptor, A's (a warpgroup's rows of the
 block's box) a cast of 0 typed so.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workers.compile import kernel_marks, mlir
+from workers.compile.passes import k_loops, shared_memory
 from workers.compile.mlir import ir, arith_dialect
 from workers.compile.tensor_core import WGMMA, WGMMA_BOX, WGMMA_ROWS, padded_columns, wgmma_staged_bytes
 from workers.records import ELEMENT_BYTES, WARPGROUP_THREADS, WGMMA_ROW_BYTES, wgmma_k_step
@@ -240,7 +241,7 @@ def warpgroup_matmuls(module: ir.Module) -> None:
             c_columns = ir.MemRefType(c.type).shape[1]
             # rows whose fragments the warpgroups' stores spread over the banks (an f32 row of 1024 bytes
             # put a warp's 8 rows in the same 8 banks)
-            c = mlir.widen_rows(c.owner, padded_columns(c_columns, ELEMENT_BYTES["f32"], True))
+            c = shared_memory.widen_rows(c.owner, padded_columns(c_columns, ELEMENT_BYTES["f32"], True))
         a_type, c_type = ir.MemRefType(a.type), ir.MemRefType(c.type)
         (m, k), n = a_type.shape, c_type.shape[1]
         element = str(a_type.element_type)
@@ -368,4 +369,4 @@ def _share_accumulator_tile(matmul, tile: ir.Value) -> None:
     ops, at = mlir.siblings(matmul)
     if at == 0 or ops[at - 1].name != "gpu.barrier":
         raise mlir.MlirError("no barrier between the accumulator tile's fill and the wgmma K loop")
-    alloc.attributes[mlir.OVERLAPS_STAGED] = ir.UnitAttr.get()
+    alloc.attributes[k_loops.OVERLAPS_STAGED] = ir.UnitAttr.get()

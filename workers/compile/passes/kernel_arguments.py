@@ -1,0 +1,84 @@
+"""The last project passes before MLIR's lowering, on each kernel's arguments and arithmetic:
+farm-align-kernel-pointers (16-byte aligned buffer arguments), farm-tensor-maps-as-pointers (TMA descriptors
+passed as pointers), farm-allow-fp-contraction (`contract` fastmath on float ops), farm-enable-tf32-mma
+(TF32 mma.sync where the precision is tf32).
+"""
+from __future__ import annotations
+
+from workers.compile.mlir import ir, builtin_dialect, main_func, ops_named, kernel_ops
+
+
+CONTRACTIBLE = ("arith.mulf", "arith.addf", "arith.subf")
+
+
+def allow_fp_contraction(module: ir.Module) -> None:
+    """Mark float multiply/add/sub inside kernels `contract`, so LLVM may fuse them into FMA."""
+    contract = ir.Attribute.parse("#arith.fastmath<contract>")
+    for op in [o for name in CONTRACTIBLE for o in kernel_ops(module, name)]:
+        op.attributes["fastmath"] = contract
+
+
+def enable_tf32_mma(module: ir.Module) -> None:
+    """Let mma.sync on f32 operands run as TF32: convert-vector-to-gpu does not set nvgpu.mma.sync's
+    tf32Enabled, without which convert-nvgpu-to-nvvm leaves the op unconverted."""
+    for op in kernel_ops(module, "nvgpu.mma.sync"):
+        if ir.VectorType(op.operands[0].type).element_type == ir.F32Type.get():
+            op.attributes["tf32Enabled"] = ir.UnitAttr.get()
+
+
+POINTER_ALIGNMENT = 16
+
+
+def align_kernel_pointers(module: ir.Module) -> None:
+    """Mark each memref argument of a kernel `llvm.align = 16`: with the bare-pointer ABI it is the base
+    pointer of a whole device buffer (host views keep their source's pointer; the kernel applies the
+    offset), and device allocations are at least 256-byte aligned (the measure worker copies any
+    buffer that is not 16-byte aligned). LLVM then proves which loads and stores of 4 x 32 bits are
+    16-byte aligned and emits ld.global.v4 / st.global.v4 for them."""
+    align = ir.DictAttr.get({"llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), POINTER_ALIGNMENT)})
+    for func in kernel_ops(module, "gpu.func"):
+        if "kernel" not in func.attributes:
+            continue
+        inputs = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs
+        old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+        attrs = []
+        for i, t in enumerate(inputs):
+            d = ir.DictAttr(old[i]) if i < len(old) else None
+            entries = {d[j].name: d[j].attr for j in range(len(d))} if d is not None else {}
+            if isinstance(t, ir.MemRefType):
+                entries["llvm.align"] = align["llvm.align"]
+            attrs.append(ir.DictAttr.get(entries))
+        func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+TENSOR_MAP_TYPE = "!nvgpu.tensormap.descriptor"
+
+
+def tensor_maps_as_pointers(module: ir.Module) -> None:
+    """Pass each kernel's TMA descriptors as !llvm.ptr (the address of the CUtensorMap in device memory):
+    convert-nvgpu-to-nvvm lowers the ops that use a descriptor, not a gpu.func argument of its type, which
+    convert-gpu-to-nvvm then cannot legalize. Each such argument becomes a pointer cast back to the
+    descriptor for its users (the casts fold away once they are lowered), and so does each launch's
+    operand on the host."""
+    pointer = ir.Type.parse("!llvm.ptr")
+
+    def cast(value: ir.Value, to: ir.Type) -> ir.Value:
+        return builtin_dialect.UnrealizedConversionCastOp([to], [value]).results[0]
+
+    for func in kernel_ops(module, "gpu.func"):
+        entry = func.regions[0].blocks[0]
+        for argument in entry.arguments:
+            if str(argument.type).startswith(TENSOR_MAP_TYPE):
+                descriptor = argument.type
+                argument.set_type(pointer)
+                with ir.InsertionPoint.at_block_begin(entry), func.location:
+                    typed = cast(argument, descriptor)
+                argument.replace_all_uses_except(typed, typed.owner.operation)
+        function = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        func.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get([a.type for a in entry.arguments], function.results))
+    for launch in ops_named(main_func(module), "gpu.launch_func"):
+        for i, operand in enumerate(launch.operands):
+            if str(operand.type).startswith(TENSOR_MAP_TYPE):
+                with ir.InsertionPoint(launch), launch.location:
+                    launch.operands[i] = cast(operand, pointer)
