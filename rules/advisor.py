@@ -15,6 +15,7 @@ from rules.records import AdviceRequest, Decision, Evidence, Hypothesis, Iterati
 from rules.repair import broken, repair
 from rules.routing import edit_for
 from workers.records import KernelMetrics, OpSchedule, ScheduleEdit, img2col_op
+from workers.target import target
 
 
 def _best(history: list[IterationRecord]) -> IterationRecord | None:
@@ -186,7 +187,7 @@ def _route(request: AdviceRequest, guide: Guide, c: Classification, k: KernelMet
                                          f"that line is exhausted"))
             out.saturated = True
             continue
-        edit = edit_for(family.generator, schedule, op, has_reduction)
+        edit = edit_for(family.generator, schedule, op, has_reduction, target(request.current.chip))
         if edit is None or _edit_key(edit) in blocked:
             continue
         out.hypothesis = Hypothesis(family=name, edit=edit, expected_effect=family.expected,

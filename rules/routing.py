@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from workers.records import (MAX_BLOCKS_PER_SM, V0_REDUCTION_TILE, WARPGROUP_THREADS,
+from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, WARPGROUP_THREADS,
                              OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_aligned, img2col_applies,
                              reduction_extents, warp_can_merge, wgmma_k_step)
+from workers.target import Target
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 
@@ -156,7 +157,6 @@ def issue_copies_ahead(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Schedu
     return ScheduleEdit(s.op_index, "copies_ahead", True)
 
 
-REGISTERS_PER_SM, MAX_REGISTERS_PER_THREAD, WARP = 65536, 255, 32
 # what a thread needs besides its output tile (addresses, operand fragments, loop state): a cap under the
 # tile's words plus these spills. The f16 matmul's 64x64 warp tiles (128 accumulator words per thread),
 # capped at 128 registers by two blocks of 256 threads, ran 4.8x slower on the H200 (loop_h200.md 2026-12-04)
@@ -166,7 +166,7 @@ REGISTERS_BESIDES_OUTPUTS = 32
 def _threads_per_tile(s: OpSchedule) -> int:
     """The threads that share a thread tile: an mma.sync kernel's are its warps', a wgmma kernel's its
     warpgroups'."""
-    return {"mma_sync": WARP, "wgmma": WARPGROUP_THREADS}.get(s.tensor_core, 1)
+    return {"mma_sync": WARP_SIZE, "wgmma": WARPGROUP_THREADS}.get(s.tensor_core, 1)
 
 
 def _block_threads(s: OpSchedule, op: OpInfo) -> int:
@@ -183,12 +183,12 @@ def _output_words_per_thread(s: OpSchedule, op: OpInfo) -> int:
     return math.prod(tile) // _threads_per_tile(s)
 
 
-def cap_registers(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
+def cap_registers(s: OpSchedule, op: OpInfo, gpu: Target) -> ScheduleEdit | None:
     """ptxas fits one more block of the kernel on an SM (.minnctapersm), capping its registers per thread:
     two blocks first (one always fits), while the cap leaves room for the thread's outputs."""
     blocks = max(s.min_blocks_per_sm + 1, 2)
-    cap = min(MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM // (blocks * _block_threads(s, op)) // 8 * 8)
-    if blocks > MAX_BLOCKS_PER_SM or cap < _output_words_per_thread(s, op) + REGISTERS_BESIDES_OUTPUTS:
+    cap = min(gpu.max_registers_per_thread, gpu.registers_per_sm // (blocks * _block_threads(s, op)) // 8 * 8)
+    if blocks > gpu.max_blocks_per_sm or cap < _output_words_per_thread(s, op) + REGISTERS_BESIDES_OUTPUTS:
         return None
     return ScheduleEdit(s.op_index, "min_blocks_per_sm", blocks)
 
@@ -216,29 +216,29 @@ def enable_warp_merge(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Schedul
 ROW_KERNEL_GENERATORS = ("more_reduction_threads", "enable_warp_merge")
 
 
-def edit_for(generator: str, s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """The edit of a hypothesis family's generator. A row kernel's shape is fixed (a block per row)
-    but for its threads per row and how its merges end: only ROW_KERNEL_GENERATORS apply to it."""
+def edit_for(generator: str, s: OpSchedule, op: OpInfo, has_reduction: bool, gpu: Target) -> ScheduleEdit | None:
+    """The edit of a hypothesis family's generator for a kernel on `gpu`. A row kernel's shape is fixed (a
+    block per row) but for its threads per row and how its merges end: only ROW_KERNEL_GENERATORS apply to it."""
     if s.row_kernel and generator not in ROW_KERNEL_GENERATORS:
         return None
-    return GENERATORS[generator](s, op, has_reduction)
+    return GENERATORS[generator](s, op, has_reduction, gpu)
 
 
-GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool], ScheduleEdit | None]] = {
-    "halve_block_tile": lambda s, op, r: halve_block_tile(s, op),
-    "halve_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 0.5),
-    "double_thread_tile": lambda s, op, r: _scale_thread_tile(s, op, 2),
-    "set_reduction_tile": set_reduction_tile,
-    "more_reduction_threads": more_reduction_threads,
-    "enable_vectorize": enable_vectorize,
-    "enable_fusion": enable_fusion,
-    "enable_promote": enable_promote,
-    "enable_mma_sync": enable_mma_sync,
-    "enable_wgmma": enable_wgmma,
-    "deepen_pipeline": deepen_pipeline,
-    "issue_copies_ahead": issue_copies_ahead,
-    "cap_registers": cap_registers,
-    "enable_img2col": enable_img2col,
-    "enable_warp_merge": enable_warp_merge,
-    "none": lambda s, op, r: None,
+# generator name -> (schedule, op, the kernel has a reduction, the GPU) -> the edit, or None
+GENERATORS: dict[str, Callable[[OpSchedule, OpInfo, bool, Target], ScheduleEdit | None]] = {
+    "halve_block_tile": lambda s, op, r, gpu: halve_block_tile(s, op),
+    "halve_thread_tile": lambda s, op, r, gpu: _scale_thread_tile(s, op, 0.5),
+    "double_thread_tile": lambda s, op, r, gpu: _scale_thread_tile(s, op, 2),
+    "set_reduction_tile": lambda s, op, r, gpu: set_reduction_tile(s, op, r),
+    "more_reduction_threads": lambda s, op, r, gpu: more_reduction_threads(s, op, r),
+    "enable_vectorize": lambda s, op, r, gpu: enable_vectorize(s, op, r),
+    "enable_fusion": lambda s, op, r, gpu: enable_fusion(s, op, r),
+    "enable_promote": lambda s, op, r, gpu: enable_promote(s, op, r),
+    "enable_mma_sync": lambda s, op, r, gpu: enable_mma_sync(s, op, r),
+    "enable_wgmma": lambda s, op, r, gpu: enable_wgmma(s, op, r) if gpu.wgmma else None,
+    "deepen_pipeline": lambda s, op, r, gpu: deepen_pipeline(s, op, r),
+    "issue_copies_ahead": lambda s, op, r, gpu: issue_copies_ahead(s, op, r),
+    "cap_registers": lambda s, op, r, gpu: cap_registers(s, op, gpu),
+    "enable_img2col": lambda s, op, r, gpu: enable_img2col(s, op, r),
+    "enable_warp_merge": lambda s, op, r, gpu: enable_warp_merge(s, op, r),
 }

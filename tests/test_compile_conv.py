@@ -159,6 +159,7 @@ def test_img2col_on_a_non_conv_op_is_a_schedule_error(jobs):
 
 def test_the_advisors_img2col_edit_moves_a_direct_conv_to_the_matmul_template(jobs):
     from rules.routing import GENERATORS
+    from workers.target import target
     from workers.compile import apply_edit
 
     job = jobs["conv3x3_resnet"]
@@ -169,12 +170,12 @@ def test_the_advisors_img2col_edit_moves_a_direct_conv_to_the_matmul_template(jo
     params.ops = [default_op_schedule(conv, "conv") if s.op_index == conv.index else s for s in params.ops]
     direct = next(s for s in params.ops if s.op_index == conv.index)
     assert not direct.img2col and len(direct.block_tile) == 7
-    edit = GENERATORS["enable_img2col"](direct, facts[direct.op_index].info, True)
+    edit = GENERATORS["enable_img2col"](direct, facts[direct.op_index].info, True, target("sm_90a"))
     assert edit is not None and edit.field == "img2col"
     new = apply_edit(params, edit)
     s = next(s for s in new.ops if s.op_index == direct.op_index)
     assert s.img2col and len(s.block_tile) == 4 and s.family == "matmul"
-    assert GENERATORS["enable_img2col"](s, facts[s.op_index].info, True) is None  # already on
+    assert GENERATORS["enable_img2col"](s, facts[s.op_index].info, True, target("sm_90a")) is None  # already on
     result = compile_iteration(str(job), 2, new)
     assert result.ok, f"{result.stage}: {result.error}"
     assert result.kernel_families[-1] == "matmul"

@@ -14,12 +14,14 @@ from rules import engine
 from rules.engine import classify
 from rules.guide import load
 from rules.routing import GENERATORS, edit_for
+from workers.target import target
 from rules.records import AdviceRequest, Hypothesis, IterationRecord
 from workers.measure.ncu import parse_csv
 from workers.records import (CompileResult, KernelMetrics, MeasureResult, ModelInfo, OpInfo, OpSchedule, img2col_op,
                              ScheduleEdit, ScheduleParams, Timing)
 
 DATA = Path(__file__).parent / "data" / "measure"
+H200 = target("sm_90a")
 MATMUL = OpInfo(0, "linalg.matmul", "matmul", [1024, 1024, 1024], ["parallel", "parallel", "reduction"], "f32")
 MATMUL_F16 = OpInfo(0, "linalg.matmul", "matmul", [4096, 4096, 4096], ["parallel", "parallel", "reduction"], "f16")
 ELEMENTWISE = OpInfo(0, "linalg.generic", "elementwise", [1024, 4096], ["parallel", "parallel"], "f32")
@@ -327,22 +329,22 @@ def test_parallel_reduction_splits_a_row_reduction_then_splits_it_finer():
     row_sum = OpInfo(2, "linalg.generic", "reduction", [512, 4096], ["parallel", "reduction"], "f32")
     schedule = OpSchedule(2, "reduction", [256, 0], [1, 0])
     assert "parallel_reduction" in load().route("latency", "reduction")
-    first = GENERATORS["more_reduction_threads"](schedule, row_sum, True)
+    first = GENERATORS["more_reduction_threads"](schedule, row_sum, True, H200)
     assert (first.field, first.value) == ("split_reduction", 64)
     schedule.split_reduction = 64
-    assert GENERATORS["more_reduction_threads"](schedule, row_sum, True).value == 128
+    assert GENERATORS["more_reduction_threads"](schedule, row_sum, True, H200).value == 128
     elementwise = OpInfo(3, "linalg.generic", "elementwise", [64, 128], ["parallel", "parallel"], "f32")
-    assert GENERATORS["more_reduction_threads"](OpSchedule(3, "reduction", [4, 64], [1, 1]), elementwise, True) is None
+    assert GENERATORS["more_reduction_threads"](OpSchedule(3, "reduction", [4, 64], [1, 1]), elementwise, True, H200) is None
 
 
 def test_parallel_reduction_doubles_the_threads_of_a_block_reduction():
     """v0's row reductions are block reductions: more threads per row, while each reduces 4 or more."""
     row_sum = OpInfo(2, "linalg.generic", "reduction", [512, 4096], ["parallel", "reduction"], "f32")
     schedule = OpSchedule(2, "reduction", [1, 0], [0, 0], block_reduction=256, vectorize=True)
-    edit = GENERATORS["more_reduction_threads"](schedule, row_sum, True)
+    edit = GENERATORS["more_reduction_threads"](schedule, row_sum, True, H200)
     assert (edit.field, edit.value) == ("block_reduction", 512)
     schedule.block_reduction = 1024
-    assert GENERATORS["more_reduction_threads"](schedule, row_sum, True) is None  # at most 1024 threads
+    assert GENERATORS["more_reduction_threads"](schedule, row_sum, True, H200) is None  # at most 1024 threads
 
 
 def test_a_row_kernel_only_takes_more_threads_per_row_or_warp_merges():
@@ -351,15 +353,15 @@ def test_a_row_kernel_only_takes_more_threads_per_row_or_warp_merges():
     merges in warp shuffles."""
     softmax_out = OpInfo(5, "linalg.generic", "elementwise", [8192, 8192], ["parallel", "parallel"], "f32")
     schedule = OpSchedule(5, "reduction", [1, 0], [0, 0], vectorize=True, row_kernel=512)
-    edit = edit_for("more_reduction_threads", schedule, softmax_out, True)
+    edit = edit_for("more_reduction_threads", schedule, softmax_out, True, H200)
     assert (edit.field, edit.value) == ("row_kernel", 1024)
-    assert edit_for("enable_warp_merge", schedule, softmax_out, True) == ScheduleEdit(5, "warp_merge", True)
-    assert all(edit_for(generator, schedule, softmax_out, True) is None
+    assert edit_for("enable_warp_merge", schedule, softmax_out, True, H200) == ScheduleEdit(5, "warp_merge", True)
+    assert all(edit_for(generator, schedule, softmax_out, True, H200) is None
                for generator in GENERATORS if generator not in ("more_reduction_threads", "enable_warp_merge"))
     schedule.row_kernel, schedule.warp_merge = 1024, True
-    assert edit_for("more_reduction_threads", schedule, softmax_out, True) is None
-    assert edit_for("enable_warp_merge", schedule, softmax_out, True) is None
-    assert edit_for("enable_warp_merge", matmul_schedule(), MATMUL, True) is None, "no block reduction to merge"
+    assert edit_for("more_reduction_threads", schedule, softmax_out, True, H200) is None
+    assert edit_for("enable_warp_merge", schedule, softmax_out, True, H200) is None
+    assert edit_for("enable_warp_merge", matmul_schedule(), MATMUL, True, H200) is None, "no block reduction to merge"
 
 
 def test_a_memory_bound_row_kernel_gets_its_merges_in_warp_shuffles():
@@ -383,9 +385,9 @@ def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
     d = advise(on_mma_sync(f16, staged, [hand_written(waves=0.9, sm=30, mem=35, achieved=95)]))
     assert d.bottleneck == "latency"
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 2))
-    assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=3), f16, True).value == 4
-    assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=4), f16, True) is None
-    assert edit_for("deepen_pipeline", dataclasses.replace(staged, promote_shared=False), f16, True) is None
+    assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=3), f16, True, H200).value == 4
+    assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=4), f16, True, H200) is None
+    assert edit_for("deepen_pipeline", dataclasses.replace(staged, promote_shared=False), f16, True, H200) is None
 
 
 def test_a_pipelined_tensor_core_matmul_may_issue_its_copies_ahead():
@@ -398,9 +400,9 @@ def test_a_pipelined_tensor_core_matmul_may_issue_its_copies_ahead():
     d = advise(on_mma_sync(f16, deepest, [hand_written(waves=0.9, sm=30, mem=35, achieved=95)]))
     assert (d.bottleneck, d.hypothesis.family, d.hypothesis.edit) == \
         ("latency", "copies_ahead", ScheduleEdit(0, "copies_ahead", True))
-    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, pipeline_depth=2), f16, True).value is True
-    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, copies_ahead=True), f16, True) is None
-    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, pipeline_depth=0), f16, True) is None
+    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, pipeline_depth=2), f16, True, H200).value is True
+    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, copies_ahead=True), f16, True, H200) is None
+    assert edit_for("issue_copies_ahead", dataclasses.replace(deepest, pipeline_depth=0), f16, True, H200) is None
 
 
 def test_a_register_limited_tensor_core_matmul_gets_its_pipeline_first():
@@ -436,20 +438,20 @@ def test_an_mma_sync_matmul_of_16_bit_operands_moves_to_wgmma_first():
             "tensor_core": "wgmma", "block_tile": [128, 256, 0], "thread_tile": [64, 256, 0], "reduction_tile": 64,
             "promote_shared": True, "pipeline_depth": 3, "copies_ahead": False})
     narrow = dataclasses.replace(f16, loop_ranges=[1024, 384, 1024])
-    assert edit_for("enable_wgmma", v0, narrow, True).value["block_tile"] == [128, 128, 0]
+    assert edit_for("enable_wgmma", v0, narrow, True, H200).value["block_tile"] == [128, 128, 0]
     # TF32 (an f32 mma.sync kernel is one): K steps of 32, and no 128x128 warpgroup
-    assert edit_for("enable_wgmma", v0, MATMUL, True).value["reduction_tile"] == 32
-    assert edit_for("enable_wgmma", v0, dataclasses.replace(MATMUL, loop_ranges=[1024, 384, 1024]), True) is None
+    assert edit_for("enable_wgmma", v0, MATMUL, True, H200).value["reduction_tile"] == 32
+    assert edit_for("enable_wgmma", v0, dataclasses.replace(MATMUL, loop_ranges=[1024, 384, 1024]), True, H200) is None
     wgmma = OpSchedule(0, "matmul", [128, 128, 0], [128, 128, 0], reduction_tile=64, promote_shared=True,
                        tensor_core="wgmma", pipeline_depth=3)
-    assert edit_for("enable_wgmma", wgmma, f16, True) is None
-    assert edit_for("deepen_pipeline", wgmma, f16, True) == ScheduleEdit(0, "pipeline_depth", 4)
-    assert edit_for("deepen_pipeline", dataclasses.replace(wgmma, pipeline_depth=4), f16, True) is None
+    assert edit_for("enable_wgmma", wgmma, f16, True, H200) is None
+    assert edit_for("deepen_pipeline", wgmma, f16, True, H200) == ScheduleEdit(0, "pipeline_depth", 4)
+    assert edit_for("deepen_pipeline", dataclasses.replace(wgmma, pipeline_depth=4), f16, True, H200) is None
     # v0's two warpgroups of 64x256 (256 threads, 128 accumulator words each): no register cap leaves
     # them room (two blocks would cap them at 128 registers)
     two = OpSchedule(0, "matmul", [128, 256, 0], [64, 256, 0], reduction_tile=64, promote_shared=True,
                      tensor_core="wgmma", pipeline_depth=3)
-    assert edit_for("cap_registers", two, f16, True) is None
+    assert edit_for("cap_registers", two, f16, True, H200) is None
 
 
 def memory_bound_advice(recording: str, schedule: OpSchedule, request) -> tuple:
@@ -479,9 +481,9 @@ def test_promote_shared_stages_only_tensor_core_kernels():
     kernel's), and only once."""
     f16 = dataclasses.replace(MATMUL, dtype="f16")
     unstaged = OpSchedule(0, "matmul", [128, 64, 0], [64, 64, 0], reduction_tile=32, tensor_core="mma_sync")
-    assert edit_for("enable_promote", unstaged, f16, True) == ScheduleEdit(0, "promote_shared", True)
-    assert edit_for("enable_promote", dataclasses.replace(unstaged, promote_shared=True), f16, True) is None
-    assert edit_for("enable_promote", matmul_schedule(), MATMUL, True) is None
+    assert edit_for("enable_promote", unstaged, f16, True, H200) == ScheduleEdit(0, "promote_shared", True)
+    assert edit_for("enable_promote", dataclasses.replace(unstaged, promote_shared=True), f16, True, H200) is None
+    assert edit_for("enable_promote", matmul_schedule(), MATMUL, True, H200) is None
 
 
 def test_a_register_limited_kernel_may_get_its_registers_capped():
@@ -489,13 +491,13 @@ def test_a_register_limited_kernel_may_get_its_registers_capped():
     the 32 blocks an SM takes, while the cap leaves a thread room for its outputs and 32 registers more;
     last in the occupancy route, after the tile families."""
     schedule = matmul_schedule()  # 256 threads of 4x4 outputs: 5 blocks cap them at 48 registers, 6 at 40
-    assert edit_for("cap_registers", schedule, MATMUL, True) == ScheduleEdit(0, "min_blocks_per_sm", 2)
-    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=3), MATMUL, True).value == 4
-    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=4), MATMUL, True).value == 5
-    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=5), MATMUL, True) is None
+    assert edit_for("cap_registers", schedule, MATMUL, True, H200) == ScheduleEdit(0, "min_blocks_per_sm", 2)
+    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=3), MATMUL, True, H200).value == 4
+    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=4), MATMUL, True, H200).value == 5
+    assert edit_for("cap_registers", dataclasses.replace(schedule, min_blocks_per_sm=5), MATMUL, True, H200) is None
     one_warp = OpSchedule(0, "matmul", [16, 8, 0], [2, 2, 0])
-    assert edit_for("cap_registers", dataclasses.replace(one_warp, min_blocks_per_sm=31), MATMUL, True).value == 32
-    assert edit_for("cap_registers", dataclasses.replace(one_warp, min_blocks_per_sm=32), MATMUL, True) is None
+    assert edit_for("cap_registers", dataclasses.replace(one_warp, min_blocks_per_sm=31), MATMUL, True, H200).value == 32
+    assert edit_for("cap_registers", dataclasses.replace(one_warp, min_blocks_per_sm=32), MATMUL, True, H200) is None
     assert load().routes["occupancy"]["*"][-1] == "register_cap"
 
 
@@ -506,10 +508,10 @@ def test_register_cap_leaves_a_tensor_core_warp_room_for_its_accumulators():
     eight 64x32 warps (64 words) may take two blocks (128 registers), not three (80)."""
     v0 = OpSchedule(0, "matmul", [128, 256, 0], [64, 64, 0], reduction_tile=64, promote_shared=True,
                     tensor_core="mma_sync", pipeline_depth=2)
-    assert edit_for("cap_registers", v0, MATMUL_F16, True) is None
+    assert edit_for("cap_registers", v0, MATMUL_F16, True, H200) is None
     smaller = dataclasses.replace(v0, block_tile=[128, 128, 0], thread_tile=[64, 32, 0])
-    assert edit_for("cap_registers", smaller, MATMUL_F16, True).value == 2
-    assert edit_for("cap_registers", dataclasses.replace(smaller, min_blocks_per_sm=2), MATMUL_F16, True) is None
+    assert edit_for("cap_registers", smaller, MATMUL_F16, True, H200).value == 2
+    assert edit_for("cap_registers", dataclasses.replace(smaller, min_blocks_per_sm=2), MATMUL_F16, True, H200) is None
 
 
 def test_a_memory_bound_tensor_core_matmul_is_not_offered_a_no_op():
@@ -521,7 +523,7 @@ def test_a_memory_bound_tensor_core_matmul_is_not_offered_a_no_op():
                     tensor_core="mma_sync", pipeline_depth=2)
     d, _ = memory_bound_advice("ncu_raw_matmul4096_f16_h200.csv", v0, on_mma_sync)
     assert (d.hypothesis.family, d.hypothesis.edit) == ("async_copy", ScheduleEdit(0, "pipeline_depth", 3))
-    assert edit_for("enable_vectorize", v0, MATMUL_F16, True) is None
+    assert edit_for("enable_vectorize", v0, MATMUL_F16, True, H200) is None
 
 
 def test_a_kernel_storing_to_local_memory_gets_a_smaller_thread_tile():
@@ -554,6 +556,6 @@ def test_edits_of_an_img2col_schedule_keep_its_tiles_aligned_to_the_gather():
     v0 = OpSchedule(0, "matmul", [1, 0, 112, 0], [0, 8, 8, 0], reduction_tile=9, vectorize=True, img2col=True)
     matmul = img2col_op(conv)
     assert matmul.tile_alignments == [[], [], [56], [9, 3]]
-    assert edit_for("double_thread_tile", v0, matmul, True) == ScheduleEdit(0, "thread_tile", [0, 16, 8, 0])
+    assert edit_for("double_thread_tile", v0, matmul, True, H200) == ScheduleEdit(0, "thread_tile", [0, 16, 8, 0])
     unaligned = dataclasses.replace(matmul, tile_alignments=[])
-    assert edit_for("double_thread_tile", v0, unaligned, True) == ScheduleEdit(0, "thread_tile", [0, 8, 16, 0])
+    assert edit_for("double_thread_tile", v0, unaligned, True, H200) == ScheduleEdit(0, "thread_tile", [0, 8, 16, 0])

@@ -29,7 +29,6 @@ VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
 # matmul-like kernels starts there, and the advisor's reduction_tiling proposes it.
 V0_REDUCTION_TILE = 8
 
-MAX_BLOCKS_PER_SM = 32  # resident blocks an SM of an H100/H200 takes (OpSchedule.min_blocks_per_sm)
 WARP_SIZE = 32
 WARPGROUP_THREADS = 128  # four warps issue one wgmma together (OpSchedule.tensor_core "wgmma")
 WGMMA_ROW_BYTES = 128  # a wgmma kernel's staged rows: 128-byte swizzled, as wgmma reads them

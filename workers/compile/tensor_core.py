@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from workers.compile.pipeline import ANY, vectorize
 from workers.records import ELEMENT_BYTES, WARP_SIZE, WARPGROUP_THREADS, WGMMA_ROW_BYTES, OpSchedule, wgmma_k_step
+from workers.target import Target
 
 # mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
 # tensor_core_conversion.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
@@ -44,9 +45,6 @@ from workers.records import ELEMENT_BYTES, WARP_SIZE, WARPGROUP_THREADS, WGMMA_R
 MMA_SHAPES = {"f16": (16, 8, 16), "bf16": (16, 8, 16), "f32": (16, 8, 8)}
 MMA_M, MMA_N = 16, 8
 MAX_THREADS = 1024
-# the most shared memory a block of an H100/H200 gets; over 48 KB its tiles are dynamic shared memory
-# (shared_memory.large_shared_to_dynamic)
-MAX_SHARED_BYTES = 227 * 1024
 ACCUMULATOR_BYTES = {"f32": 4, "f16": 2}
 EPILOGUE_VECTOR = 4  # accumulator elements per epilogue vector
 
@@ -121,9 +119,9 @@ class MmaPlan:
         return [rows, columns]
 
 
-def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
-    """The tensor-core plan of a group (anchor/producer: LinalgOpFacts, producer may be None), or a
-    ValueError that says why the group cannot use mma.sync (or wgmma, as s.tensor_core says)."""
+def plan_mma(s: OpSchedule, anchor, producer, facts, target: Target) -> MmaPlan:
+    """The tensor-core plan of a group (anchor/producer: LinalgOpFacts, producer may be None) on `target`, or
+    a ValueError that says why the group cannot use mma.sync (or wgmma, as s.tensor_core says)."""
     if anchor.info.name == "linalg.matmul" and producer is None:
         matmul, epilogue = anchor, None
     elif producer is not None and producer.info.name == "linalg.matmul" and anchor.info.family == "elementwise" \
@@ -147,7 +145,9 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     if not (block[0] and block[1] and m % block[0] == 0 and n % block[1] == 0):
         raise ValueError(f"block_tile {list(block)} must divide the output {m}x{n}")
     if s.tensor_core == "wgmma":
-        return _plan_wgmma(s, matmul, epilogue, block, k)
+        if not target.wgmma:
+            raise ValueError(f"wgmma runs on sm_90a, not {target.chip}")
+        return _plan_wgmma(s, matmul, epilogue, block, k, target)
     warp = tuple(s.thread_tile[:2]) if _is_warp_tile(s.thread_tile[:2], block) else _default_warp_tile(block)
     if warp is None:
         raise ValueError(f"block_tile {list(block)} is no multiple of the {MMA_M}x{MMA_N} mma tile")
@@ -168,9 +168,9 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
         raise ValueError(f"{math.prod(plan.warps)} warps ({plan.threads} threads) per block exceed {MAX_THREADS}")
     acc_bytes = ACCUMULATOR_BYTES[plan.accumulator]
     shared = block[0] * padded_columns(block[1], acc_bytes, scalar_fragments=True) * acc_bytes if epilogue else 0
-    if shared > MAX_SHARED_BYTES:
+    if shared > target.shared_bytes_per_block:
         raise ValueError(f"the epilogue's accumulator tile {block[0]}x{block[1]} {plan.accumulator} needs "
-                         f"{shared} bytes of shared memory, over {MAX_SHARED_BYTES}")
+                         f"{shared} bytes of shared memory, over {target.shared_bytes_per_block}")
     row = ELEMENT_BYTES[operand]
     # TF32's B fragments are read by scalar loads, every other staged tile's by ldmatrix
     staged = plan.buffers * sum(rows * padded_columns(columns, row, operand == "f32" and i == 1)
@@ -178,14 +178,14 @@ def plan_mma(s: OpSchedule, anchor, producer, facts) -> MmaPlan:
     # a pipelined kernel's accumulator tile, dead during its K loop, shares memory with the cp.async
     # buffers (k_loops.overlap_tiles_dead_in_k_loops)
     needed = max(shared, staged) if stages > 1 else shared + staged
-    if needed > MAX_SHARED_BYTES:
+    if needed > target.shared_bytes_per_block:
         raise ValueError(f"promote_shared: {plan.buffers} buffer(s) of the A and B tiles ({staged} bytes) and the accumulator "
                          f"tile ({shared} bytes{', sharing their memory' if stages > 1 else ''}) need more shared "
-                         f"memory than {MAX_SHARED_BYTES} bytes")
+                         f"memory than {target.shared_bytes_per_block} bytes")
     return plan
 
 
-def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int) -> MmaPlan:
+def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int, target: Target) -> MmaPlan:
     """The plan of a wgmma kernel: one or two warpgroups per block (`warp`: a warpgroup's tile), each
     tile in m64nNk16 (m64nNk8 for TF32) instructions."""
     operand, accumulator = matmul.input_dtypes[0], matmul.info.dtype
@@ -221,13 +221,12 @@ def _plan_wgmma(s: OpSchedule, matmul, epilogue, block: tuple[int, int], k: int)
     acc_bytes = ACCUMULATOR_BYTES[accumulator]
     accumulator_tile = block[0] * padded_columns(block[1], acc_bytes, True) * acc_bytes if epilogue else 0
     needed = max(wgmma_staged_bytes(plan.stages, *block), accumulator_tile)
-    if needed > MAX_SHARED_BYTES:
+    if needed > target.shared_bytes_per_block:
         raise ValueError(f"{plan.stages} buffers of the A and B tiles need {needed} bytes of shared memory, over "
-                         f"{MAX_SHARED_BYTES}")
+                         f"{target.shared_bytes_per_block}")
     return plan
 
 
-WGMMA_CHIPS = ("sm_90a",)  # wgmma is in the PTX ISA of sm_90a alone
 WGMMA_M = 64  # rows of one wgmma; a block of 128 rows takes two
 WGMMA_NS = (64, 128, 256)  # block columns: B's boxes of 64 columns, one TMA copy each, up to wgmma's n256
 # a warpgroup's tiles: m64 by any of WGMMA_NS, or two m64 halves of 128 columns (128 accumulator registers per

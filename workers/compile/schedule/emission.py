@@ -13,10 +13,11 @@ from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_mo
                                             linear_grid, threads_per_loop)
 from workers.compile.schedule.v0 import default_group_schedule
 from workers.compile.schedule.validation import mma_plan, validate, interleaved_columns
-from workers.compile.tensor_core import (WGMMA_CHIPS, emit_mma_contracts, emit_mma_group, emit_multibuffers,
+from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_multibuffers,
                                          emit_pipelined_k_loop, emit_shared_accumulator, emit_staged_copies,
                                          emit_staged_tiles)
 from workers.records import OpInfo, OpSchedule, ScheduleParams, reduction_extents
+from workers.target import Target, target
 
 
 @dataclass
@@ -50,13 +51,14 @@ def _ints(xs: list[int]) -> str:
 HOIST = "    transform.loop.hoist_loop_invariant_subsets"
 
 
-def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts]) -> list[Kernel]:
+def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts],
+                 gpu: Target) -> list[Kernel]:
     """Every launch, in launch order (payload order): a partial-reduction kernel runs where its
     reduction op was, which can be before the kernels of ops between it and its group's anchor."""
     placed = []  # ((payload position, 0 for a partial kernel), kernel)
     for g in groups:
         s = schedules[g.anchor]
-        block = validate(s, g, facts)
+        block = validate(s, g, facts, gpu)
         if s.split_reduction:
             member = reduction_member(g, facts)
             partial = partial_kernel_schedule(facts[member].info, s.split_reduction, s)
@@ -74,19 +76,20 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     """transform.mlir for the payload described by `facts`; also returns its kernels in launch order."""
     groups = plan_groups(facts, params)
     by_index = {s.op_index: s for s in params.ops}
-    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision, params.chip)
+    try:
+        gpu = target(params.chip)
+    except ValueError as e:
+        raise ScheduleError(str(e)) from None
+    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision, gpu)
                  for g in groups}
-    kernels = plan_kernels(groups, schedules, facts)
+    kernels = plan_kernels(groups, schedules, facts, gpu)
     ids = {(c.anchor, c.partial): i for i, c in enumerate(kernels)}
     group_of = {g.anchor: g for g in groups}
-    tensor_cores = {i: mma_plan(schedules[c.anchor], group_of[c.anchor], facts) for i, c in enumerate(kernels)
+    tensor_cores = {i: mma_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)
                     if not c.partial and schedules[c.anchor].tensor_core != "none"}
     # mma.sync kernels: their warps' K steps vectorized into contracts, their staging in transform.mlir
     warp_mmas = {k: plan for k, plan in tensor_cores.items() if not plan.warpgroup}
     tf32 = [plan.matmul for plan in tensor_cores.values() if plan.operand == "f32"]
-    wgmma = [plan.matmul for plan in tensor_cores.values() if plan.warpgroup]
-    if wgmma and params.chip not in WGMMA_CHIPS:
-        raise ScheduleError(f"op {wgmma[0]}: wgmma runs on {', '.join(WGMMA_CHIPS)}, not {params.chip}")
     if tf32 and params.precision != "tf32":
         raise ScheduleError(f"op {tf32[0]}: f32 matmuls run on tensor cores as TF32, which needs precision "
                             f"\"tf32\" (its tolerance), not {params.precision!r}")
@@ -99,7 +102,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     # kernel that runs before another consumer would write the producer's result out for it
     recomputed = any(g.producer is not None and not facts[g.producer].single_use for g in groups)
     order = list(reversed(groups)) if recomputed else groups
-    group_lines = [line for g in order for line in _emit_group(ids, g, schedules[g.anchor], facts)]
+    group_lines = [line for g in order for line in _emit_group(ids, g, schedules[g.anchor], facts, tensor_cores)]
     # loop-invariant subsets are found once CSE has made the accumulator's read and write indices the
     # same values: those steps run after it
     hoists = [line for line in group_lines if line.startswith(HOIST)]
@@ -166,20 +169,20 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
             lines += emit_multibuffers(k, plan, func)
     # the rest lowers contractions to FMAs: tensor-core kernels keep theirs for convert-vector-to-gpu
     plain = [k for k in range(len(kernels)) if k not in tensor_cores]
-    target = func
+    fma_launches = func
     if tensor_cores:
         launches = ", ".join(f"%gpu_launch{k}" for k in range(len(kernels)))
         lines += [f'    %gpu_launches = transform.structured.match ops{{["gpu.launch"]}} in {func} : ({ANY}) -> {ANY}',
                   f"    {launches} = transform.split_handle %gpu_launches : ({ANY}) -> ({', '.join([ANY] * len(kernels))})"]
-        target = "%plain_launches"
+        fma_launches = "%plain_launches"
         if plain:
-            lines.append(f"    {target} = transform.merge_handles {', '.join(f'%gpu_launch{k}' for k in plain)} : {ANY}")
+            lines.append(f"    {fma_launches} = transform.merge_handles {', '.join(f'%gpu_launch{k}' for k in plain)} : {ANY}")
     lines += [] if not plain else [
         # then contractions become FMAs, and contiguous 1-D transfers become vector loads/stores
-        f"    transform.apply_patterns to {target} {{ transform.apply_patterns.vector.reduction_to_contract "
+        f"    transform.apply_patterns to {fma_launches} {{ transform.apply_patterns.vector.reduction_to_contract "
         "transform.apply_patterns.vector.transfer_permutation_patterns "
         f"transform.apply_patterns.canonicalization }} : {ANY}",
-        f"    transform.apply_patterns to {target} {{ transform.apply_patterns.vector.lower_contraction "
+        f"    transform.apply_patterns to {fma_launches} {{ transform.apply_patterns.vector.lower_contraction "
         'lowering_strategy = "outerproduct" transform.apply_patterns.vector.lower_outerproduct '
         "transform.apply_patterns.vector.rank_reducing_subview_patterns "
         "transform.apply_patterns.vector.cast_away_vector_leading_one_dim "
@@ -218,13 +221,15 @@ def _annotate_launch(k: int, kernel: Kernel) -> list[str]:
     return out
 
 
-def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
+def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts: list[LinalgOpFacts],
+                plans: dict[int, MmaPlan]) -> list[str]:
     """The group's kernel (and first, where its reduction is split, the partial-reduction kernel);
-    `ids` numbers the kernels by (anchor, partial) in launch order."""
+    `ids` numbers the kernels by (anchor, partial) in launch order, `plans` holds the tensor-core kernels'."""
     op = facts[g.anchor].info
     k = f"g{g.anchor}"
     if s.tensor_core != "none":
-        return _emit_mma_group(ids[(g.anchor, False)], k, g, s, facts)
+        kernel = ids[(g.anchor, False)]
+        return _emit_mma_group(kernel, k, g, s, plans[kernel])
     if s.img2col:
         return _emit_img2col_group(ids[(g.anchor, False)], k, g, s, facts)
     if s.row_kernel:
@@ -475,8 +480,7 @@ def _emit_merge(k: str, comb: str, partials: int, n_parallel: int, position: int
     return out, [*vectorized, f"%{k}_ct"]
 
 
-def _emit_mma_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
-    plan = mma_plan(s, g, facts)
+def _emit_mma_group(kernel: int, k: str, g: Group, s: OpSchedule, plan: MmaPlan) -> list[str]:
     fills = [(op, operand) for op, operand in g.fills if op == plan.matmul]
     out = [f"    %{k}_fill = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
            for op, operand in fills]

@@ -176,20 +176,19 @@ def transpose_schedule(op: OpInfo) -> OpSchedule | None:
 # K steps of a register-tiled (SIMT) matmul, the first that divides K: at 4096^3 f32 on the H200, 16 was
 # 1.43x over 8 and 32 1.10x over 16 (benchmarks/results/schedule_sweep_h200.md runs 4 and 5)
 V0_MATMUL_K_TILES = (32, 16, V0_REDUCTION_TILE)
-# a SIMT matmul grid of fewer blocks than the H200's SMs leaves SMs idle: blocks of one warp, 16x8
+# a SIMT matmul grid of fewer blocks than the GPU's SMs leaves SMs idle: blocks of one warp, 16x8
 # outputs of 2x2 per thread, then (the zoo's MLP: 2.0x over 64x64 blocks of 4x4; 1.47x over 32x32 and
 # 16x32 blocks of 2x2 with the same threads per SM: ptxas gives one-warp blocks up to 64 registers, 62
 # here, and blocks of more warps 32, fewer loads in flight; schedule_sweep_h200.md runs 4-5 and 15-17)
-MIN_GRID_BLOCKS = 132
 SMALL_GRID_TILE = ((16, 8), (2, 2))
 
 
-def fill_the_grid(schedule: OpSchedule, op: OpInfo) -> None:
-    """SMALL_GRID_TILE on the two thread-mapped loops when the grid has fewer than MIN_GRID_BLOCKS
-    blocks and the loops take it."""
+def fill_the_grid(schedule: OpSchedule, op: OpInfo, sms: int) -> None:
+    """SMALL_GRID_TILE on the two thread-mapped loops when the grid has fewer blocks than the GPU's `sms`
+    and the loops take it."""
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
     block, thread = SMALL_GRID_TILE
-    if grid_blocks(schedule, op) >= MIN_GRID_BLOCKS or len(dims) != 2:
+    if grid_blocks(schedule, op) >= sms or len(dims) != 2:
         return
     if any(op.loop_ranges[d] % b for d, b in zip(dims, block)):
         return

@@ -9,15 +9,16 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import (Group, plan_groups, ROW_LOOPS, row_kernel_members, group_family,
                                                reduction_member)
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_img2col, default_op_schedule,
-                                                transpose_schedule, V0_MATMUL_K_TILES, MIN_GRID_BLOCKS,
+                                                transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 row_kernel_threads, block_reduction_threads)
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
-from workers.compile.tensor_core import WGMMA_CHIPS, plan_mma
+from workers.compile.tensor_core import plan_mma
 from workers.records import OpSchedule, ScheduleParams, default_split_factor, reduction_extents, warp_can_merge
+from workers.target import Target, target
 
 
-def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, chip: str) -> OpSchedule:
+def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, target: Target) -> OpSchedule:
     family = group_family(g, facts)
     if g.producer is None and wants_img2col(facts[g.anchor].info):
         return img2col_schedule(facts[g.anchor].info)
@@ -35,7 +36,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
             schedule.vectorize = True
         return schedule
     if family == "matmul":
-        mma = tensor_core_schedule(g, facts, precision, chip)
+        mma = tensor_core_schedule(g, facts, precision, target)
         if mma is not None:
             return mma
     if family == "matmul" and member is not None and any(schedule.thread_tile):
@@ -43,13 +44,13 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         k_step = next((t for t in V0_MATMUL_K_TILES if len(reductions) == 1 and reductions[0] % t == 0), 0)
         if k_step:
             schedule.reduction_tile, schedule.vectorize = k_step, True
-        fill_the_grid(schedule, facts[g.anchor].info)
+        fill_the_grid(schedule, facts[g.anchor].info, target.sms)
         split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
     return schedule
 
 
 class MmaTiles(NamedTuple):
-    """A v0 tensor-core template: tiles, staging, and the smallest grid it is for."""
+    """A v0 tensor-core template: tiles, staging, and whether it is for grids that fill the GPU only."""
 
     block: tuple[int, int]
     warp: tuple[int, int]  # wgmma: a warpgroup's tile
@@ -57,7 +58,7 @@ class MmaTiles(NamedTuple):
     staged: bool  # A/B staged in shared memory
     stages: int = 0  # pipeline_depth: K steps in flight, copied by cp.async or, on wgmma, TMA (0: synchronous)
     copies_ahead: bool = False  # a spare buffer, filled before the step's mma
-    min_blocks: int = 0  # taken only where the grid has this many blocks
+    fills_gpu: bool = False  # taken only where the grid has a block for every SM
     instruction: str = "mma_sync"  # the tensor_core knob: "mma_sync" or "wgmma"
 
 
@@ -77,25 +78,25 @@ class MmaTiles(NamedTuple):
 _UNSTAGED_MMA_TILES = [MmaTiles((128, 64), (64, 32), 64, False), MmaTiles((128, 64), (64, 32), 32, False),
                        MmaTiles((64, 64), (32, 32), 32, False), MmaTiles((64, 64), (32, 32), 16, False),
                        MmaTiles((32, 32), (16, 16), 16, False)]
-_HALF_MMA_TILES = [MmaTiles((128, 256), (64, 256), 64, True, 3, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
-                   MmaTiles((128, 128), (128, 128), 64, True, 4, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
-                   MmaTiles((256, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
-                   MmaTiles((128, 256), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
-                   MmaTiles((128, 128), (64, 64), 64, True, 2, min_blocks=MIN_GRID_BLOCKS),
+_HALF_MMA_TILES = [MmaTiles((128, 256), (64, 256), 64, True, 3, fills_gpu=True, instruction="wgmma"),
+                   MmaTiles((128, 128), (128, 128), 64, True, 4, fills_gpu=True, instruction="wgmma"),
+                   MmaTiles((256, 128), (64, 64), 64, True, 2, fills_gpu=True),
+                   MmaTiles((128, 256), (64, 64), 64, True, 2, fills_gpu=True),
+                   MmaTiles((128, 128), (64, 64), 64, True, 2, fills_gpu=True),
                    MmaTiles((128, 64), (64, 64), 32, True, 3), MmaTiles((128, 64), (64, 64), 32, True),
                    MmaTiles((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]
 V0_MMA_TILES = {
     "f16": _HALF_MMA_TILES,
     "bf16": _HALF_MMA_TILES,
-    "f32": [MmaTiles((128, 256), (64, 256), 32, True, 3, min_blocks=MIN_GRID_BLOCKS, instruction="wgmma"),
+    "f32": [MmaTiles((128, 256), (64, 256), 32, True, 3, fills_gpu=True, instruction="wgmma"),
             MmaTiles((128, 64), (64, 64), 32, True, 2, copies_ahead=True), MmaTiles((128, 64), (64, 32), 16, True),
             *_UNSTAGED_MMA_TILES]}
 
 
-def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, chip: str) -> OpSchedule | None:
+def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, target: Target) -> OpSchedule | None:
     """The v0 schedule of an f16 x f16 or bf16 x bf16 matmul kernel (alone or fused into an elementwise
     consumer) on tensor cores, with the first V0_MMA_TILES entry of its operand type that the kernel
-    and the chip (wgmma: WGMMA_CHIPS) take, and of an f32 one in precision tf32; None where tensor
+    and the target (wgmma on sm_90a) take, and of an f32 one in precision tf32; None where tensor
     cores do not apply (other dtypes, ops, shapes)."""
     op = facts[g.anchor].info
     matmul = facts[g.anchor] if op.name == "linalg.matmul" or g.producer is None else facts[g.producer]
@@ -104,16 +105,16 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, c
         return None
     n = len(op.loop_ranges)
     for t in V0_MMA_TILES.get(operand, []):
-        if t.instruction == "wgmma" and chip not in WGMMA_CHIPS:
+        if t.instruction == "wgmma" and not target.wgmma:
             continue
         tail = [0] * (n - 2)
         schedule = OpSchedule(op_index=op.index, family="matmul", block_tile=[*t.block, *tail],
                               thread_tile=[*t.warp, *tail], reduction_tile=t.k_step, tensor_core=t.instruction,
                               promote_shared=t.staged, pipeline_depth=t.stages, copies_ahead=t.copies_ahead)
-        if grid_blocks(schedule, op) < t.min_blocks:
+        if t.fills_gpu and grid_blocks(schedule, op) < target.sms:
             continue
         try:
-            plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
+            plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts, target)
         except ValueError:
             continue
         return schedule
@@ -135,11 +136,12 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
     "split" (a partial and a merge kernel)."""
     precision = precision_of(facts)
     precision = "tf32" if tf32 and precision == "fp32" else precision
-    params = ScheduleParams(ops=[default_group_schedule(g, facts, precision, chip) for g in plan_groups(facts, None)],
+    gpu = target(chip)
+    params = ScheduleParams(ops=[default_group_schedule(g, facts, precision, gpu) for g in plan_groups(facts, None)],
                             chip=chip, precision=precision)
     # producers that a split reduction leaves out of its kernel get a schedule of their own
     planned = {s.op_index for s in params.ops}
-    params.ops += [default_group_schedule(g, facts, precision, chip) for g in plan_groups(facts, params)
+    params.ops += [default_group_schedule(g, facts, precision, gpu) for g in plan_groups(facts, params)
                    if g.anchor not in planned]
     params.ops.sort(key=lambda s: s.op_index)
     if reductions == "split":

@@ -8,11 +8,11 @@ from workers.compile.schedule.templates import img2col_op, reductions_trail, spl
 from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
                                             MAX_GRID_X)
 from workers.compile.tensor_core import MmaPlan, plan_mma
-from workers.records import (MAX_BLOCKS_PER_SM, WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, reduction_extents,
-                             warp_can_merge)
+from workers.records import WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, reduction_extents, warp_can_merge
+from workers.target import Target
 
 
-def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> MmaPlan:
+def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target: Target) -> MmaPlan:
     """The tensor-core plan of a kernel whose schedule asks for tensor cores."""
     op = facts[g.anchor].info
     if schedule.tensor_core not in ("mma_sync", "wgmma"):
@@ -21,17 +21,18 @@ def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> MmaP
     if schedule.split_reduction:
         raise ScheduleError(f"op {op.index}: a tensor-core kernel does not split its reduction")
     try:
-        return plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts)
+        return plan_mma(schedule, facts[g.anchor], facts[g.producer] if g.producer is not None else None, facts,
+                        target)
     except ValueError as e:
         raise ScheduleError(f"op {op.index}: tensor_core {schedule.tensor_core}: {e}") from None
 
 
-def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list[int]:
-    """Check one kernel's tiles; returns the thread block shape [x, y, z]."""
+def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target: Target) -> list[int]:
+    """Check one kernel's tiles for `target`; returns the thread block shape [x, y, z]."""
     op = facts[g.anchor].info
-    if not 0 <= schedule.min_blocks_per_sm <= MAX_BLOCKS_PER_SM:
-        raise ScheduleError(f"op {op.index}: min_blocks_per_sm must be 0..{MAX_BLOCKS_PER_SM}, not "
-                            f"{schedule.min_blocks_per_sm}")
+    if not 0 <= schedule.min_blocks_per_sm <= target.max_blocks_per_sm:
+        raise ScheduleError(f"op {op.index}: min_blocks_per_sm must be 0..{target.max_blocks_per_sm} on "
+                            f"{target.chip}, not {schedule.min_blocks_per_sm}")
     if schedule.warp_merge and not (schedule.block_reduction or schedule.row_kernel):
         raise ScheduleError(f"op {op.index}: warp_merge merges the partials of a block reduction: it needs "
                             "block_reduction or row_kernel")
@@ -62,7 +63,7 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> list
     if schedule.row_kernel:
         return _check_row_kernel(schedule, g, facts)
     if schedule.tensor_core != "none":
-        return mma_plan(schedule, g, facts).block_dims
+        return mma_plan(schedule, g, facts, target).block_dims
     if schedule.split_reduction:
         _check_split(schedule, g, facts)
     if schedule.block_reduction:
