@@ -1,8 +1,8 @@
 """advise(): NCU metrics of the best iteration -> bottleneck class -> exactly one schedule change, or a
 stop with its reason. Kernels are visited where the time goes (longest first); each kernel's class
 picks a route (guide.json), past successes on similar cases re-rank it, and suppressions drop
-families: a saturated resource line, compute changes when memory is at the roof, families that cannot
-be expressed yet, and hypotheses rejected before (unless they failed for infrastructure reasons)."""
+families: a saturated resource line, compute changes when memory is at the roof, and hypotheses rejected
+before (unless they failed for infrastructure reasons). Every decision, a stop too, carries its evidence."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,22 +41,34 @@ def _stop(reason: str, guide: Guide, bottleneck: str = "unknown", evidence: list
                     stop_reason=reason)
 
 
-def _stop_before_routing(request: AdviceRequest, guide: Guide, best: IterationRecord | None) -> str | None:
+def _stop_before_routing(request: AdviceRequest, guide: Guide, best: IterationRecord | None) -> Decision | None:
+    """A stop that needs no kernel's class, with its evidence; None to go on routing."""
     history = request.history
+
+    def stop(rule: str, reason: str, metrics: dict[str, float] | None = None) -> Decision:
+        return _stop(reason, guide, evidence=[Evidence(rule, "model", metrics or {}, reason)])
+
     if len(history) >= request.max_iterations:
-        return f"reached the iteration limit ({request.max_iterations})"
+        return stop("iteration_limit", f"reached the iteration limit ({request.max_iterations})",
+                    {"iterations": float(len(history))})
     if best is None:
-        return "no correct, measured iteration to advise from"
+        statuses = ", ".join(f"v{h.version} {h.measure.status if h.compile.ok else 'did not compile'}" for h in history)
+        return stop("no_correct_version", f"no correct, measured iteration to advise from ({statuses})")
     eager = best.measure.eager
     if request.target_speedup_vs_eager and eager and \
             eager.median_us / best.measure.time.median_us >= request.target_speedup_vs_eager:
-        return f"target met: v{best.version} is {eager.median_us / best.measure.time.median_us:.2f}x eager"
+        speedup = eager.median_us / best.measure.time.median_us
+        return stop("target_met", f"target met: v{best.version} is {speedup:.2f}x eager",
+                    {"speedup_vs_eager": round(speedup, 4), "target": request.target_speedup_vs_eager})
     # infrastructure failures say nothing about the hypotheses: they do not count as iterations without gain
-    recent = [h.outcome for h in history[1:] if not _infra(h)][-guide.no_gain_iterations:]
-    if len(recent) == guide.no_gain_iterations and "success" not in recent:
-        return f"no explained gain in the last {guide.no_gain_iterations} iterations ({', '.join(recent)})"
+    recent = [h for h in history[1:] if not _infra(h)][-guide.no_gain_iterations:]
+    if len(recent) == guide.no_gain_iterations and not any(h.outcome == "success" for h in recent):
+        shown = ", ".join(f"v{h.version} {h.outcome}" + (f" ({h.hypothesis.family})" if h.hypothesis else "")
+                          for h in recent)
+        return stop("no_explained_gain", f"no explained gain in the last {guide.no_gain_iterations} iterations "
+                                         f"({shown})")
     if not best.measure.kernels:
-        return f"v{best.version} has no NCU metrics to classify (profiling was skipped or failed)"
+        return stop("no_metrics", f"v{best.version} has no NCU metrics to classify (profiling was skipped or failed)")
     return None
 
 
@@ -100,9 +112,9 @@ def advise(request: AdviceRequest, experience=None) -> Decision:
         repaired = repair(request, guide, {_edit_key(h.hypothesis.edit) for h in request.history if h.hypothesis})
         if repaired is not None:
             return repaired
-    reason = _stop_before_routing(request, guide, best)
-    if reason:
-        return _stop(reason, guide)
+    stopped = _stop_before_routing(request, guide, best)
+    if stopped:
+        return stopped
     kernels = best.measure.kernels
     total = sum(k.duration_us for k in kernels) or 1.0
     op_of = kernel_op_indices(kernels, best.compile, request.current, request.model)
@@ -172,9 +184,6 @@ def _route(request: AdviceRequest, guide: Guide, c: Classification, k: KernelMet
                  if sol > t["saturated"]}
     for name in families:
         family = guide.families[name]
-        if not family.available:
-            out.evidence.append(Evidence("not_expressible", k.kernel, {}, f"{name} skipped: {family.unavailable_reason}"))
-            continue
         if family.touches == "compute" and k.memory_throughput_pct >= t["no_compute_changes_above_memory_sol"]:
             out.evidence.append(Evidence("memory_saturated", k.kernel, {"memory_sol_pct": k.memory_throughput_pct},
                                          f"{name} skipped: memory SOL is saturated, compute changes cannot help"))

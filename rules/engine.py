@@ -11,6 +11,7 @@ result does not depend on firing order.
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from dataclasses import dataclass
 
@@ -50,30 +51,33 @@ def _record(rule: str):
     return action
 
 
-def _conditions(t: dict) -> dict:
-    """Rule name -> condition over a kernel fact; thresholds from the guide. The names are the guide's."""
-    kernel = m.kind == "kernel"
-    return {
-        "launch_pathology": kernel & (m.block_size == 1) & (m.grid_size > t["pathology_grid"]),
-        "local_memory": kernel & (m.local_bytes_per_thread > t["local_bytes_per_thread"]),
-        "small_grid": kernel & (m.waves < t["min_waves"]) & (m.sm < t["latency_sol"]) & (m.mem < t["latency_sol"]),
-        "memory_bound": kernel & (m.mem > t["near_limit"]) & (m.mem_over_sm >= t["memory_margin"]),
-        "compute_bound": kernel & (m.sm > t["near_limit"]) & (m.sm_over_mem >= t["memory_margin"]),
-        "near_limits": kernel & (m.sm > t["near_limit"]) & (m.mem > t["near_limit"]),
-        "register_limited": kernel & (m.theoretical_occupancy < t["low_theoretical_occupancy"]),
-        "occupancy_bound": kernel & (m.occupancy_gap > t["occupancy_gap"]),
-        "latency_bound": kernel & (m.sm < t["latency_sol"]) & (m.mem < t["latency_sol"]),
-        "unclassified": +m.kind,  # catch-all: a fact that matches nothing would raise
-    }
+OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
+
+
+def condition(clauses: list, thresholds: dict):
+    """A durable-rules condition over a kernel fact from a guide rule's `if`: every [fact, operator, value]
+    holds, the value a number or the name of a threshold. No clause: the catch-all, which every fact matches
+    (a fact that matches no rule would raise)."""
+    if not clauses:
+        return +m.kind
+    found = m.kind == "kernel"
+    for field, op, value in clauses:
+        if field not in FACT_FIELDS or op not in OPERATORS or not isinstance(value, (int, float)) \
+                and value not in thresholds:
+            raise ValueError(f"a guide rule's clause {[field, op, value]}: facts are {sorted(FACT_FIELDS)}, operators "
+                             f"{sorted(OPERATORS)}, values numbers or thresholds")
+        found = found & OPERATORS[op](getattr(m, field), thresholds.get(value, value))
+    return found
 
 
 def _define(name: str, guide: Guide) -> None:
-    conditions = _conditions(guide.thresholds)
-    if set(conditions) != set(guide.rule_classes):
-        raise ValueError(f"guide {guide.version} classifies by rules {sorted(guide.rule_classes)}, "
-                         f"the engine defines {sorted(conditions)}")
-    _host.register_rulesets({name: {rule: when_all(cond)(_record(rule)).define()
-                                    for rule, cond in conditions.items()}})
+    _host.register_rulesets({name: {rule: when_all(condition(clauses, guide.thresholds))(_record(rule)).define()
+                                    for rule, clauses in guide.rule_conditions.items()}})
+
+
+# the fields of a kernel fact that guide rules test (facts_of)
+FACT_FIELDS = ("sm", "mem", "mem_over_sm", "sm_over_mem", "waves", "occupancy_gap", "theoretical_occupancy",
+               "block_size", "grid_size", "local_bytes_per_thread")
 
 
 def facts_of(k: KernelMetrics, fact_id: str) -> dict:

@@ -15,9 +15,7 @@ class Family:
     name: str
     generator: str
     touches: str  # resource line: "launch" | "memory" | "traffic" | "compute"; "repair" for repairs
-    available: bool
     expected: str
-    unavailable_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -25,6 +23,7 @@ class Guide:
     version: str
     thresholds: dict
     rule_classes: dict  # rule name -> class, in priority order
+    rule_conditions: dict  # rule name -> its `if`: [fact, operator, number or threshold name] clauses (engine.py)
     routes: dict  # class -> op family (or "*") -> [family names]
     families: dict  # name -> Family
     success_above_pct: float
@@ -37,6 +36,7 @@ class Guide:
     broken_measure_statuses: tuple[str, ...]  # measurements a repair answers (rules/repair.py)
     repair_order: tuple[str, ...]  # repair families, first choice first
     repair_accept_rule: str
+    edits: dict  # the bounds the routes' edits keep (routing.py)
 
     def route(self, bottleneck: str, op_family: str) -> list[str]:
         by_family = self.routes.get(bottleneck, self.routes["unknown"])
@@ -58,7 +58,8 @@ def load(path: str = GUIDE_PATH) -> Guide:
         raise ValueError(f"{path}: the repair order names undefined families "
                          f"{sorted(set(raw['repair']['order']) - set(families))}")
     return Guide(version=raw["version"], thresholds=raw["thresholds"],
-                 rule_classes={r["rule"]: r["class"] for r in raw["classification"]}, routes=routes,
+                 rule_classes={r["rule"]: r["class"] for r in raw["classification"]},
+                 rule_conditions={r["rule"]: r["if"] for r in raw["classification"]}, routes=routes,
                  families=families, success_above_pct=raw["outcome"]["success_above_pct"],
                  neutral_from_pct=raw["outcome"]["neutral_from_pct"],
                  no_gain_iterations=raw["stop"]["no_gain_iterations"], accept_rule=raw["accept_rule"],
@@ -66,4 +67,5 @@ def load(path: str = GUIDE_PATH) -> Guide:
                  infra_measure_statuses=tuple(raw["infrastructure"]["measure_statuses"]),
                  infra_retries=raw["infrastructure"]["retries"],
                  broken_measure_statuses=tuple(raw["repair"]["broken_measure_statuses"]),
-                 repair_order=tuple(raw["repair"]["order"]), repair_accept_rule=raw["repair"]["accept_rule"])
+                 repair_order=tuple(raw["repair"]["order"]), repair_accept_rule=raw["repair"]["accept_rule"],
+                 edits={k: v for k, v in raw["edits"].items() if k != "about"})

@@ -1,19 +1,23 @@
 """Hypothesis families -> one concrete ScheduleEdit each (or None where the family does not apply).
 
 Every edit keeps the schedule valid for the compile stage: tiles keep dividing the loop extents,
-thread counts stay within 32..1024.
+thread counts stay within guide.json's bounds (`edits`).
 """
 from __future__ import annotations
 
 import math
 from typing import Callable
 
+from rules.guide import load
 from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, WARPGROUP_THREADS,
                              OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_aligned, img2col_applies,
                              reduction_extents, warp_can_merge, wgmma_k_step)
 from workers.target import Target
 
-MIN_THREADS, MAX_THREADS = 32, 1024
+
+def _bound(name: str) -> int:
+    """A bound the edits keep, from guide.json's `edits` (versioned with the rules)."""
+    return load().edits[name]
 
 
 def _threads(block: list[int], thread: list[int], op: OpInfo) -> int:
@@ -27,7 +31,7 @@ def _valid(block: list[int], thread: list[int], op: OpInfo) -> bool:
     for b, t, extents in zip(block, thread, op.tile_alignments):  # an img2col gather's index arithmetic
         if not all(img2col_aligned(tile, extents) for tile in (b, t) if tile):
             return False
-    return MIN_THREADS <= _threads(block, thread, op) <= MAX_THREADS
+    return _bound("min_threads") <= _threads(block, thread, op) <= _bound("max_threads")
 
 
 def _parallel_dims(op: OpInfo, s: OpSchedule) -> list[int]:
@@ -74,14 +78,14 @@ def more_reduction_threads(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Sc
     at least 4 elements), else split its loop (v0's factor), or split it twice as finely once it is split."""
     if s.row_kernel:  # its reductions run over the row's columns, the anchor's last loop
         threads, columns = s.row_kernel * 2, op.loop_ranges[-1]
-        fits = threads <= MAX_THREADS and columns % threads == 0 and columns // threads >= 4
+        fits = threads <= _bound("max_threads") and columns % threads == 0 and columns // threads >= 4
         return ScheduleEdit(s.op_index, "row_kernel", threads) if fits else None
     extents = reduction_extents(op)
     if len(extents) != 1:
         return None  # several reduction loops, or the reduction is a fused producer whose extent op lacks
     if s.block_reduction:
         threads = s.block_reduction * 2
-        fits = threads <= MAX_THREADS and extents[0] % threads == 0 and extents[0] // threads >= 4 \
+        fits = threads <= _bound("max_threads") and extents[0] % threads == 0 and extents[0] // threads >= 4 \
             and (not s.reduction_tile or (extents[0] // threads) % s.reduction_tile == 0)
         return ScheduleEdit(s.op_index, "block_reduction", threads) if fits else None
     factor = s.split_reduction * 2 if s.split_reduction else default_split_factor(extents[0])
@@ -139,12 +143,11 @@ def enable_wgmma(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit
 
 # (block tile, warpgroup tile, K steps in flight) of the wgmma v0 templates
 WGMMA_WIDE, WGMMA_SQUARE = ((128, 256), (64, 256), 3), ((128, 128), (128, 128), 4)
-MAX_PIPELINE_DEPTH = 4  # K steps in flight: 4 was within 3% of 2 and 3 on the H200 (mma.sync)
 
 
 def deepen_pipeline(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """A tensor-core kernel's staged tiles copied one more K step ahead, by cp.async or TMA (two buffers first)."""
-    if s.tensor_core == "none" or not s.promote_shared or s.pipeline_depth >= MAX_PIPELINE_DEPTH:
+    if s.tensor_core == "none" or not s.promote_shared or s.pipeline_depth >= _bound("max_pipeline_depth"):
         return None
     return ScheduleEdit(s.op_index, "pipeline_depth", max(s.pipeline_depth + 1, 2))
 
@@ -157,10 +160,6 @@ def issue_copies_ahead(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Schedu
     return ScheduleEdit(s.op_index, "copies_ahead", True)
 
 
-# what a thread needs besides its output tile (addresses, operand fragments, loop state): a cap under the
-# tile's words plus these spills. The f16 matmul's 64x64 warp tiles (128 accumulator words per thread),
-# capped at 128 registers by two blocks of 256 threads, ran 4.8x slower on the H200 (loop_h200.md 2026-12-04)
-REGISTERS_BESIDES_OUTPUTS = 32
 
 
 def _threads_per_tile(s: OpSchedule) -> int:
@@ -188,7 +187,7 @@ def cap_registers(s: OpSchedule, op: OpInfo, gpu: Target) -> ScheduleEdit | None
     two blocks first (one always fits), while the cap leaves room for the thread's outputs."""
     blocks = max(s.min_blocks_per_sm + 1, 2)
     cap = min(gpu.max_registers_per_thread, gpu.registers_per_sm // (blocks * _block_threads(s, op)) // 8 * 8)
-    if blocks > gpu.max_blocks_per_sm or cap < _output_words_per_thread(s, op) + REGISTERS_BESIDES_OUTPUTS:
+    if blocks > gpu.max_blocks_per_sm or cap < _output_words_per_thread(s, op) + _bound("registers_besides_outputs"):
         return None
     return ScheduleEdit(s.op_index, "min_blocks_per_sm", blocks)
 

@@ -86,10 +86,28 @@ def test_recorded_h200_small_grid_matmul_is_latency_bound():
     assert classes["forward_kernel_2"].bottleneck == "latency" and classes["forward_kernel_2"].rule == "small_grid"
 
 
+def test_the_rules_conditions_are_the_guides_data(tmp_path):
+    """A rule's `if` in guide.json is its condition: a guide whose small_grid asks for under 5 waves (not 1)
+    classifies a kernel of 2 waves by it; a clause on an unknown fact is refused."""
+    import json
+
+    raw = json.loads(Path(rules.guide.GUIDE_PATH).read_text())
+    raw["version"] += "-test"
+    next(r for r in raw["classification"] if r["rule"] == "small_grid")["if"][0] = ["waves", "<", 5]
+    (tmp_path / "guide.json").write_text(json.dumps(raw))
+    kernel = hand_written(waves=2.0, sm=20, mem=20, achieved=95)
+    assert classify([kernel], load())[0].rule == "latency_bound"
+    assert classify([kernel], load(str(tmp_path / "guide.json")))[0].rule == "small_grid"
+    with pytest.raises(ValueError, match="facts are"):
+        engine.condition([["wavez", "<", 5]], {})
+
+
 def test_ruleset_is_defined_once_however_often_it_is_used():
+    classify([hand_written()], load())
+    defined = set(engine._defined)
     for _ in range(5):
         classify([hand_written()], load())
-    assert len(engine._defined) == 1
+    assert engine._defined == defined and f"bottleneck_{load().version}".replace(".", "_").replace("-", "_") in defined
 
 
 def test_latency_bound_matmul_gets_more_blocks():
@@ -141,14 +159,16 @@ def test_launch_pathology_gets_more_threads_first():
     assert d.bottleneck == "launch_pathology" and d.hypothesis.family == "more_threads"
 
 
-@pytest.mark.parametrize("kwargs, reason", [
-    (dict(max_iterations=1), "iteration limit"),
-    (dict(target=0.4), "target met"),
-    (dict(history_outcomes=("failure", "neutral", "failure")), "no explained gain"),
+@pytest.mark.parametrize("kwargs, reason, rule", [
+    (dict(max_iterations=1), "iteration limit", "iteration_limit"),
+    (dict(target=0.4), "target met", "target_met"),
+    (dict(history_outcomes=("failure", "neutral", "failure")), "no explained gain", "no_explained_gain"),
 ])
-def test_stop_reasons(kwargs, reason):
+def test_stop_reasons_carry_their_evidence(kwargs, reason, rule):
     d = advise(request_for(MATMUL, matmul_schedule(), [hand_written(waves=0.2, sm=3, mem=4)], **kwargs))
     assert d.action == "stop" and reason in d.stop_reason
+    assert [e.rule for e in d.evidence] == [rule] and reason in hypothesis_text(d, request_for(
+        MATMUL, matmul_schedule(), [hand_written()]))
 
 
 def test_stop_when_saturated_and_when_no_route_is_left():
