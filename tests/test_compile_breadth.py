@@ -172,6 +172,19 @@ def test_a_lowering_past_its_time_limit_is_stopped_with_that_reason(tmp_path):
         lower_model_bounded(str(BREADTH / "group_norm.py"), str(tmp_path / "slow"), limits=LoweringLimits(seconds=2))
 
 
+GPU_DATA = Path(__file__).parent / "data" / "measure" / "breadth"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in GPU_DATA.iterdir()))
+def test_the_gpu_tests_breadth_kernels_are_what_the_compile_stage_makes(tmp_path, name):
+    """test_measure_gpu.py runs tests/data/measure/breadth/<model> on the GPU (no torch-mlir there): after a
+    change to what these models compile to, copy the new v0's config.json and kernels.ptx there (and run
+    that test on the GPU node)."""
+    job, _, _ = compiled(tmp_path, name)
+    for file in ("config.json", "kernels.ptx"):
+        assert (job / "v0" / file).read_text() == (GPU_DATA / name / file).read_text(), f"{job / 'v0' / file} changed"
+
+
 def test_the_worst_input_draw_decides_each_output():
     ok = OutputError("out", 1e-6, 1e-6, True)
     wrong = OutputError("out", 0.5, 0.5, False)

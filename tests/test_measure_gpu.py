@@ -99,6 +99,23 @@ def test_the_first_kernel_from_mlir(tmp_path):
     assert result.status == "ok" or (result.status == "illegal_address" and "device malloc" in result.error), result.error
 
 
+BREADTH = sorted(p.name for p in (DATA / "measure" / "breadth").iterdir())
+
+
+@pytest.mark.parametrize("name", BREADTH)
+def test_each_class_of_model_v0_could_not_compile_before_is_correct(tmp_path, name):
+    """tests/data/breadth's models as the compile stage makes them (test_compile_breadth.py checks it still
+    does): a linear grid past three block loops, a loss to one value, a scalar input, a tanh-GELU's x ** 3, a
+    GroupNorm, an odd row, a scan, a gather, a dilated conv, an RNN's state, a constant table, a strided
+    output; each correct on every one of the 3 input draws."""
+    job = tmp_path / name
+    shutil.copytree(DATA / "measure" / "breadth" / name, job / "v0")
+    shutil.copy(DATA / "breadth" / f"{name}.py", job / "model.py")
+    result = measure_iteration(str(job), 0, profile=False, timeout_s=300)
+    assert result.status == "ok" and result.correct and result.draws == 3, (result.status, result.error,
+                                                                          result.max_abs_err)
+
+
 @pytest.mark.parametrize("data, model, kernels", [
     # relu(a @ b) in f16 (256x512x256): one warpgroup per 128x128 block, 4 K steps of 64 in flight
     ("matmul_f16_wgmma_v0", "matmul_f16.py", [(4, 128)]),
