@@ -429,9 +429,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let fp32 models compute in TF32: f32 matmuls on tensor cores, judged with TF32's tolerance "
                         "(5e-3) against PyTorch peers that use TF32 too")
     p.add_argument("--lowering-timeout", type=float, metavar="S",
-                   help="seconds a model's lowering may take before it fails with that reason (default 900)")
+                   help="seconds a model's lowering may take before it fails with that reason "
+                        "(default: LoweringLimits in workers/frontend.py)")
     p.add_argument("--lowering-memory-gb", type=float, metavar="GB",
-                   help="memory a model's lowering may take before it fails with that reason (default 12)")
+                   help="resident memory a model's lowering may take before it fails with that reason "
+                        "(default: LoweringLimits in workers/frontend.py)")
     add_farm_options(p)
 
     p = add("status", cmd_status, "list jobs, or show one job's iterations")

@@ -329,10 +329,10 @@ class Driver:
             return "compile-only run"
         if it.version == 0 and job.start_params is not None and not it.compile.ok and it.compile.stage == "schedule":
             return f"the schedule given with --schedule is invalid (not repaired): {it.compile.error}"
+        if it.measure is not None and it.measure.status == "skipped":  # before the limit: it says why nothing ran
+            return f"not measured: {it.measure.error or 'no reason given'}"
         if len(job.iterations) >= job.max_iterations:
             return f"reached the iteration limit ({job.max_iterations})"
-        if it.measure is not None and it.measure.status == "skipped":
-            return f"not measured: {it.measure.error or 'no reason given'}"
         return None
 
     def _next_iteration(self, job: JobState) -> None:

@@ -19,10 +19,20 @@ ZOO = TESTS / "data" / "zoo"
 REDIS_PASSWORD = "farm-test-secret"
 
 
+_BACKGROUND: list[subprocess.Popen] = []  # CLI runs of the current test, killed if it leaves one running
+
+
 @pytest.fixture(autouse=True)
-def _own_state_home(tmp_path_factory, monkeypatch):
-    """The CLI remembers the latest --out under $XDG_STATE_HOME: each test (and its subprocesses) has its own."""
+def _own_state_home_and_no_cli_left(tmp_path_factory, monkeypatch):
+    """The CLI remembers the latest --out under $XDG_STATE_HOME: each test (and its subprocesses) has its
+    own. A CLI a failed test left running is killed (its farm dies with it)."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+    yield
+    while _BACKGROUND:
+        proc = _BACKGROUND.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -42,8 +52,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None, background: bool = Fa
     """`orchestrator ARGS` as a subprocess (the embedded farm unless ARGS name a broker)."""
     cmd = [sys.executable, "-m", "orchestrator.cli", *args]
     if background:
-        return subprocess.Popen(cmd, env=env or cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, **kw)
+        _BACKGROUND.append(subprocess.Popen(cmd, env=env or cli_env(), stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True, **kw))
+        return _BACKGROUND[-1]
     return subprocess.run(cmd, env=env or cli_env(), capture_output=True, text=True, timeout=timeout, **kw)
 
 

@@ -157,7 +157,7 @@ def test_malformed_schedule_fails_cleanly(farm, tmp_path):
     done = f.cli("submit", str(MODELS / "matmul64.py"), "--compile-only", "--schedule", str(tmp_path / "bad.json"))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     job = _jobs(f)["matmul64"]
-    assert job.status == "failed" and job.stop_reason.startswith("v0 did not compile (schedule)")  # not "compile-only run"
+    assert job.status == "failed" and job.stop_reason.startswith("the schedule given with --schedule is invalid")
     v0 = job.iterations[0]
     assert not v0.compile.ok and "negative" in v0.compile.error
     assert "negative" in (Path(job.job_dir) / "final_report.md").read_text()

@@ -39,9 +39,10 @@ def run_in_group(cmd: list[str], timeout_s: float, memory_bytes: int | None = No
                  env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run cmd in its own process group; return (exit status, stdout and stderr together). On timeout the
     whole group (ncu and its target, a lowering and its helpers) is killed, since a Celery hard time limit
-    would kill only the pool process, not its children: TimeoutError; the child dies with its parent too. memory_bytes bounds the group's
-    resident memory (address space that is reserved but never touched does not count, as a lowering's
-    unwritten 17 GB input does not), checked twice a second: MemoryLimitExceeded."""
+    would kill only the pool process, not its children: TimeoutError. The child dies with its parent.
+    memory_bytes bounds the group's resident memory (address space that is reserved but never touched
+    does not count, as a lowering's unwritten 17 GB input does not), checked twice a second:
+    MemoryLimitExceeded."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
                             preexec_fn=die_with_parent)
