@@ -22,14 +22,13 @@ def read(path: str, chip: str) -> ScheduleParams:
 def mismatches(params: ScheduleParams, v0: ScheduleParams, job_dir: str) -> list[str]:
     """What does not fit the lowered model in job_dir, whose own v0 schedule is `v0`."""
     from workers.compile.analysis import analyze
-    from workers.compile.pipeline import default_pipeline
 
     problems = []
     if params.precision != v0.precision:
         problems.append(f"its precision is {params.precision} but the model computes in {v0.precision} (its "
                         f"tolerance); set \"precision\": \"{v0.precision}\"")
     with open(os.path.join(job_dir, LINALG_FILE)) as f:
-        ops = analyze(f.read(), default_pipeline(params.chip, params.fuse_elementwise).pre_schedule)
+        ops = analyze(f.read(), params.fuse_elementwise)
     known = {op.info.index for op in ops}
     unknown = sorted({s.op_index for s in params.ops} - known)
     if unknown:
