@@ -35,9 +35,7 @@ class Channel(filesystem.Channel):
         write_text(os.path.join(self.data_folder_out, name), dumps(payload))  # temp files start with "."
 
     def _get(self, queue):
-        for name in sorted(os.listdir(self.data_folder_in)):
-            if name.partition(".")[2] != f"{queue}.msg":
-                continue
+        for name in message_files(self.data_folder_in, queue):
             taken = os.path.join(self.processed_folder, name)
             try:
                 os.rename(os.path.join(self.data_folder_in, name), taken)
@@ -59,6 +57,11 @@ class Channel(filesystem.Channel):
 class Transport(filesystem.Transport):
     Channel = Channel
     global_state = filesystem.virtual.BrokerState()  # not shared with kombu's own filesystem transport
+
+
+def message_files(folder: str, queue: str) -> list[str]:
+    """The names of `queue`'s message files in `folder`, oldest first (temp files start with ".": not these)."""
+    return sorted(name for name in os.listdir(folder) if name.partition(".")[2] == f"{queue}.msg")
 
 
 def transport_options(folder: str) -> dict:

@@ -9,6 +9,7 @@ import os
 
 from celery import Celery
 
+from orchestrator.filequeue import message_files
 from orchestrator.settings import FILE_SCHEME, SOCKET_SCHEME
 
 
@@ -22,13 +23,12 @@ def waiting_task_ids(app: Celery, queue: str) -> set[str]:
 
 def _in_folder(folder: str, queue: str) -> set[str]:
     found = set()
-    for name in os.listdir(folder):
-        if name.partition(".")[2] == f"{queue}.msg":
-            try:
-                with open(os.path.join(folder, name)) as f:
-                    found.add(_task_id(f.read()))
-            except FileNotFoundError:  # taken by a worker meanwhile
-                continue
+    for name in message_files(folder, queue):
+        try:
+            with open(os.path.join(folder, name)) as f:
+                found.add(_task_id(f.read()))
+        except FileNotFoundError:  # taken by a worker meanwhile
+            continue
     return found - {None}
 
 
