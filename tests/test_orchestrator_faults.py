@@ -46,8 +46,8 @@ def test_file_transport_survives_a_half_written_and_a_lost_message(tmp_path):
 
     def lose_the_first_message():  # faster than the workers' 0.1 s polling
         while run.poll() is None and not lost:
-            for message in queue.glob("*.compile.msg"):
-                if "half-written" not in message.name:
+            for message in queue.glob("*.compile.msg"):  # a message, not the sender's temp file (".tmp-...")
+                if "half-written" not in message.name and not message.name.startswith("."):
                     try:
                         message.unlink()
                         lost.append(message.name)
