@@ -86,7 +86,8 @@ def run_batch(args, work: Path, label: str, pinning: list[str], worker_env: dict
     redis.start()
     url = redis.url
     try:
-        with WorkerPool(FarmSettings.redis(url), str(out / "worker-logs"), {**worker_env, **caches}) as pool:
+        with WorkerPool(FarmSettings.redis(url, out_root=str(out)), str(out / "worker-logs"),
+                        {**worker_env, **caches}) as pool:
             for i in range(args.compile_workers):
                 pool.start(WorkerSpec(f"compile{i + 1}", "compile"))
             for i, gpu in enumerate(pinning):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A whole farm on one node for one batch: Redis (password, no persistence, in a temp folder), N CPU
 # compile workers, one GPU measure worker per GPU (pinned with CUDA_VISIBLE_DEVICES), then
-# `orchestrator submit` against it; everything it started is stopped at the end.
+# `orchestrator submit` against it; everything it started is stopped at the end. The workers run only
+# models under the submit's --out (default farm-out); the password never appears on a command line.
 #
 #   deploy/farm_on_one_node.sh [--compile-workers N] [--port P] [--logs DIR] -- MODEL.py... --out DIR [submit options]
 #
@@ -22,22 +23,34 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
+OUT=farm-out
+ARGS=("$@")
+for i in "${!ARGS[@]}"; do
+    case "${ARGS[i]}" in
+        --out) OUT="${ARGS[i+1]}" ;;
+        --out=*) OUT="${ARGS[i]#--out=}" ;;
+    esac
+done
 RUN=$(mktemp -d -t farm-redis-XXXX)
 PASS=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 PIDS=()
-stop() {
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+stop() {  # the workers first (their warm shutdown still talks to Redis), then Redis
+    for pid in "${PIDS[@]:1}"; do kill -TERM "$pid" 2>/dev/null; done
+    for pid in "${PIDS[@]:1}"; do wait "$pid" 2>/dev/null; done
+    kill -TERM "${PIDS[0]}" 2>/dev/null
     wait 2>/dev/null
     rm -rf "$RUN"
 }
 trap stop EXIT
 
-redis-server --port "$PORT" --bind 127.0.0.1 --requirepass "$PASS" --save "" --appendonly no --dir "$RUN" \
+# the password reaches redis-server on its standard input (its config), not its command line
+echo "requirepass $PASS" | redis-server - --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$RUN" \
     > "$LOGS/redis.log" 2>&1 &
 PIDS+=($!)
-export MLIR_FARM_BROKER="redis://:$PASS@127.0.0.1:$PORT/0" NCCL_NVLS_ENABLE=0
+export MLIR_FARM_BROKER="redis://:$PASS@127.0.0.1:$PORT/0" MLIR_FARM_OUT_ROOT="$(realpath -m "$OUT")" NCCL_NVLS_ENABLE=0
 for _ in $(seq 50); do
-    "$PY" -c "import redis, sys; redis.Redis(port=$PORT, password='$PASS').ping()" 2>/dev/null && break; sleep 0.2
+    "$PY" -c "import os, redis; redis.Redis.from_url(os.environ['MLIR_FARM_BROKER']).ping()" 2>/dev/null && break
+    sleep 0.2
 done
 
 for i in $(seq "$COMPILE_WORKERS"); do
@@ -53,4 +66,4 @@ for i in $(seq 0 $((GPUS - 1))); do
     PIDS+=($!)
 done
 echo "farm: redis on 127.0.0.1:$PORT, $COMPILE_WORKERS compile worker(s), $GPUS GPU worker(s); logs in $LOGS"
-"$PY" -m orchestrator.cli submit "$@"
+"$PY" -m orchestrator.cli submit "$@" --out "$OUT"

@@ -29,7 +29,9 @@ $PIP wheel -q --no-deps -w "$BUNDLE/wheelhouse" .
 echo "== dependencies for CPython $PY"
 $PIP download -q -d "$BUNDLE/wheelhouse" "${TARGET[@]}" "$(ls "$BUNDLE"/wheelhouse/mlir_farm-*.whl)[test]"
 echo "== pycuda sdist and its build dependencies"
-$PIP download -q -d "$BUNDLE/pycuda" --no-deps --no-binary=:all: "pycuda>=2024.1"
+# pip reads the sdist's metadata by running its setup; isolated, that setup's own build dependencies
+# (numpy) would have to be built from source as well, and fail
+$PIP download -q -d "$BUNDLE/pycuda" --no-deps --no-binary=:all: --no-build-isolation "pycuda>=2024.1"
 $PIP download -q -d "$BUNDLE/pycuda" "${TARGET[@]}" mako platformdirs pytools siphash24 typing-extensions
 cp -r deploy "$BUNDLE/deploy"
 

@@ -34,10 +34,12 @@ def export(store: ExperienceStore, fmt: str = "markdown") -> str:
     return "\n".join(rows) + "\n"
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], default_log: str) -> int:
+    """default_log: the log `orchestrator submit` writes (its OUT/experience.jsonl, or $MLIR_FARM_EXPERIENCE)."""
     parser = argparse.ArgumentParser(prog="orchestrator experience",
                                      description="Query the experience log the advisor learns from.")
-    parser.add_argument("--log", help="experience log (default $MLIR_FARM_EXPERIENCE or ~/.mlir-farm/experience.jsonl)")
+    parser.add_argument("--log", default=default_log,
+                        help=f"experience log (default {default_log}: the one the latest submit wrote)")
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("recommend", help="rank what worked for a similar case")
     rec.add_argument("--family", required=True, help="op family, e.g. matmul, reduction, elementwise")

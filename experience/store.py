@@ -13,7 +13,6 @@ from experience.records import CaseFingerprint, Outcome, Recommendation
 from rules.records import IterationRecord
 from workers.records import KernelMetrics, ModelInfo
 
-DEFAULT_PATH = os.path.join(os.path.expanduser("~"), ".mlir-farm", "experience.jsonl")
 ALIASES = {"memory-bound": "memory", "memory_bound": "memory", "compute-bound": "compute",
            "compute_bound": "compute", "latency-bound": "latency", "latency_bound": "latency", "small_grid": "latency",
            "occupancy-bound": "occupancy", "occupancy_bound": "occupancy", "near-limits": "near_limits"}
@@ -42,8 +41,8 @@ def similarity(a: CaseFingerprint, b: CaseFingerprint) -> float:
 
 
 class ExperienceStore:
-    def __init__(self, path: str | None = None):
-        self.path = path or os.environ.get("MLIR_FARM_EXPERIENCE", DEFAULT_PATH)
+    def __init__(self, path: str):
+        self.path = path
         self._lock = threading.Lock()
 
     def record(self, outcome: Outcome) -> None:

@@ -8,46 +8,45 @@ Where the broker is comes from $MLIR_FARM_BROKER (see orchestrator/settings.py).
 """
 from __future__ import annotations
 
-import os
-
 from celery import Celery
 from kombu import Queue
 
-from orchestrator.settings import FS_SCHEME, FarmSettings
+from orchestrator import filequeue
+from orchestrator.settings import FILE_SCHEME, FarmSettings
 
 QUEUES = ("compile", "gpu")
 # (soft, hard) time limits per stage in seconds. A soft limit lets the stage record why it stopped;
 # the hard one kills the pool process (ncu runs in its own process group for that reason).
-TIME_LIMITS = {"frontend": (900, 1200), "compile": (600, 900), "measure": (1500, 1800)}
+TIME_LIMITS = {"frontend": (1200, 1500), "compile": (600, 900), "measure": (1500, 1800)}
+# The most a lowering may be given (submit --lowering-timeout): its own limit stops it first, and the
+# frontend task records why (workers.frontend.lower_model_bounded).
+MAX_LOWERING_S = TIME_LIMITS["frontend"][0] - 120
 # Redis re-delivers an unacknowledged message after this long: it must exceed the longest task,
 # or a slow measurement would run twice.
 VISIBILITY_TIMEOUT = 2 * max(hard for _, hard in TIME_LIMITS.values()) + 600
 RETRIES_ON_WORKER_LOST = 2  # a task whose worker process dies runs at most 3 times, then fails
+KEY_PREFIX = "mlir-farm:celery:"
 
 app = Celery("mlir_farm", include=["orchestrator.tasks", "orchestrator.heartbeat"])
 
 
 def configure(settings: FarmSettings) -> Celery:
     """Point the app at a farm. Everything but the URLs is the same for the embedded farm."""
-    transport_options: dict = {"visibility_timeout": VISIBILITY_TIMEOUT}
-    broker_url = settings.broker_url
-    if broker_url.startswith(FS_SCHEME):
-        folder = broker_url[len(FS_SCHEME):]
-        broker_url = "filesystem://localhost/"  # a host, or kombu warns on every connection
-        transport_options.update(
-            data_folder_in=f"{folder}/queue", data_folder_out=f"{folder}/queue",
-            control_folder=f"{folder}/control", processed_folder=f"{folder}/processed",
-            store_processed=False, polling_interval=0.1)
-        for sub in ("queue", "control", "processed"):
-            os.makedirs(f"{folder}/{sub}", exist_ok=True)
-    if settings.backend_url.startswith("file://"):
-        os.makedirs(settings.backend_url[len("file://"):], exist_ok=True)
+    # every Celery key of a farm's Redis under one prefix, so that its ACL user may have mlir-farm:* only
+    redis_options = {"visibility_timeout": VISIBILITY_TIMEOUT, "global_keyprefix": KEY_PREFIX}
+    broker_url, transport_options = settings.broker_url, redis_options
+    if broker_url.startswith(FILE_SCHEME):
+        transport_options = filequeue.transport_options(broker_url[len(FILE_SCHEME):])
+        broker_url = FILE_SCHEME + "localhost/"  # a host, or kombu warns on every connection
     app.conf.update(
         broker_url=broker_url,
         result_backend=settings.backend_url,
         broker_transport_options=transport_options,
-        result_backend_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT},
+        result_backend_transport_options=redis_options,
+        # a Redis outage is waited out, however long: a finished task's result is stored once Redis is back
+        result_backend_always_retry=True,
         broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
         # JSON only: a task message never carries pickled objects
         task_serializer="json", result_serializer="json",
         accept_content=["json"], result_accept_content=["json"],
@@ -63,6 +62,9 @@ def configure(settings: FarmSettings) -> Celery:
         task_retry_on_worker_lost=True,
         task_track_started=True,
         worker_prefetch_multiplier=1,
+        # no broadcast: nothing controls workers remotely (a task of a cancelled job sees the cancel itself),
+        # and a Redis user held to the farm's channels may not PSUBSCRIBE the broadcast pattern
+        worker_enable_remote_control=False,
         result_expires=7 * 24 * 3600,
     )
     return app

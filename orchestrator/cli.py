@@ -4,28 +4,37 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
+import signal
 import sys
+import tempfile
 import time
 
 from orchestrator.records import TERMINAL, JobState
 from orchestrator.settings import EMBEDDED_DIR, FarmSettings, redact
+from workers.atomic import write_text
 
 log = logging.getLogger("orchestrator")
 
 EXAMPLES = """examples:
-  orchestrator submit models/*.py --iterations 6          # embedded farm: nothing to start first
+  orchestrator submit models/*.py --iterations 6 --out runs  # embedded farm: nothing to start first
   orchestrator submit a.py b.py --compile-only            # exit 0 only if every model compiled
-  orchestrator submit zoo/*.py --broker redis://:PASSWORD@farm-head:6379/0
+  orchestrator status                                      # the jobs in the latest submit's --out
   orchestrator watch                                       # live progress of the latest batch
   orchestrator status matmul64                             # one job (id or model name)
   orchestrator cancel 20261202-101500.matmul64
+  orchestrator resume                                      # the latest batch's unfinished jobs
   orchestrator resume 20261202-101500.matmul64
   orchestrator report                                      # final reports, table and plot of the latest batch
-  orchestrator workers --broker redis://:PASSWORD@farm-head:6379/0
   orchestrator gpus                                        # GPU timelines of the latest batch; overlaps
   orchestrator experience recommend --help
+  . /etc/mlir-farm/farm.env; export MLIR_FARM_BROKER      # a Redis farm (its password stays out of `ps`)
+  orchestrator workers
 Without --broker (or $MLIR_FARM_BROKER) the farm is embedded: its queue, results and state live
 in OUT/.farm and `submit`/`resume` start and stop the worker processes themselves."""
+ENV_OUT = "MLIR_FARM_OUT"
+ENV_EXPERIENCE = "MLIR_FARM_EXPERIENCE"
+EXPERIENCE_FILE = "experience.jsonl"  # in OUT, next to the batch reports
 
 
 class UserError(Exception):
@@ -33,13 +42,52 @@ class UserError(Exception):
 
 
 # -- helpers shared by the commands ---------------------------------------------------------------
+def _last_out_file() -> str:
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "mlir-farm", "last-out")
+
+
+def _out_dir(given: str | None) -> str:
+    """--out, else $MLIR_FARM_OUT, else the folder of the latest submit or resume, else farm-out."""
+    if given or os.environ.get(ENV_OUT):
+        return given or os.environ[ENV_OUT]
+    try:
+        with open(_last_out_file()) as f:
+            return f.read().strip() or "farm-out"
+    except FileNotFoundError:
+        return "farm-out"
+
+
+def _remember_out(out: str) -> None:
+    try:
+        write_text(_last_out_file(), os.path.abspath(out) + "\n")
+    except OSError as e:  # a convenience: the next command can still be given --out
+        log.debug("could not remember %s: %s", out, e)
+
+
+def _experience_log(out: str, given: str | None = None) -> str:
+    """The experience log `submit` appends to and `experience` reads: --experience/--log, else
+    $MLIR_FARM_EXPERIENCE, else OUT/experience.jsonl."""
+    return given or os.environ.get(ENV_EXPERIENCE) or os.path.join(out, EXPERIENCE_FILE)
+
+
 def _farm(args) -> tuple[FarmSettings, object]:
+    """The farm's settings and state store; the jobs of OUT's folders put back where the store lost them."""
     from orchestrator.celery_app import configure
-    from orchestrator.state import open_store
+    from orchestrator.state import JOB_FILE, StoreUnreachable, open_store, recover_jobs
 
     settings = FarmSettings.resolve(args.broker, args.out)
+    try:
+        store = open_store(settings.state_url)
+        store.probe()
+    except (ValueError, StoreUnreachable) as e:
+        raise UserError(str(e)) from None
     configure(settings)
-    return settings, open_store(settings.state_url)
+    recovered = recover_jobs(store, args.out)
+    if recovered:
+        log.warning("the farm's state store did not know %d job(s) whose folders are in %s (a Redis restarted "
+                    "without its data?): put back from their %s", len(recovered), args.out, JOB_FILE)
+    return settings, store
 
 
 def _find_job(store, key: str) -> JobState:
@@ -75,11 +123,31 @@ def _job_dir(out: str, name: str) -> str | None:
     return None if taken else job_dir
 
 
+def _name_problem(name: str) -> str | None:
+    """Why a model of this name cannot have the job folder OUT/<name>, or None."""
+    from orchestrator.reports import BATCH_FILES
+
+    if name.startswith("."):
+        return f"a model's name may not start with '.' (OUT/{name} would be hidden, or the embedded farm's {EMBEDDED_DIR})"
+    if name in (*BATCH_FILES, EXPERIENCE_FILE):
+        return f"OUT/{name} is where the batch keeps its {name}"
+    return None
+
+
+def _check_writable(out: str) -> None:
+    try:
+        os.makedirs(out, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot write there ({e.strerror or e}); give a folder you may write to") from None
+
+
 def _stage_of(job: JobState) -> str:
     from orchestrator.loop import current_task
 
     task = current_task(job)
-    if task is None:
+    if task is None or job.status == "queued":
         return job.status
     stage = {"frontend": "lowering", "compile": "compiling", "measure": "measuring"}[task[1]]
     return stage if task[1] == "frontend" else f"{stage} v{job.iterations[-1].version}"
@@ -99,31 +167,40 @@ def _table(jobs: list[JobState]) -> str:
     return "\n".join([head] + [_job_row(j) for j in jobs])
 
 
+def _succeeded(job: JobState) -> bool:
+    """Done, and did what was asked: compiled (--compile-only), or measured at least one version."""
+    if job.status != "done":
+        return False
+    if job.compile_only:
+        return job.iterations[-1].compile.ok
+    return any(it.measure is not None and it.measure.status != "skipped" for it in job.iterations)
+
+
 def _experience(args):
     """The experience log the advisor reads and the driver appends to (not needed to compile only)."""
     if getattr(args, "compile_only", False):
         return None
     from experience.store import ExperienceStore
 
-    return ExperienceStore(args.experience or os.path.join(args.out, "experience.jsonl"))
+    return ExperienceStore(_experience_log(args.out, args.experience))
 
 
 def _drive(args, settings: FarmSettings, store, job_ids: list[str]) -> list[JobState]:
     """Run the driver over the jobs; on the embedded farm, with workers started for the run."""
-    from orchestrator.embedded import WorkerPool, default_specs
+    from orchestrator.embedded import FarmBusy, embedded_farm
     from orchestrator.loop import Driver
 
+    _remember_out(args.out)
     driver = Driver(store, experience=_experience(args))
     if not settings.is_embedded:
         log.info("farm %s: %d job(s) queued; progress follows (Ctrl-C leaves them resumable)",
                  redact(settings.broker_url), len(job_ids))
         return driver.run(job_ids)
-    with WorkerPool(settings, os.path.join(args.out, EMBEDDED_DIR, "logs")) as pool:
-        for spec in default_specs(args.compile_workers):
-            pool.start(spec)
-        log.info("embedded farm: starting %d workers (logs in %s)", len(pool.specs), pool.log_dir)
-        pool.wait_ready()
-        return driver.run(job_ids)
+    try:
+        with embedded_farm(settings, args.out, args.compile_workers):
+            return driver.run(job_ids)
+    except FarmBusy as e:
+        raise UserError(str(e)) from None
 
 
 def _finish_batch(out: str, jobs: list[JobState]) -> None:
@@ -137,18 +214,22 @@ def _finish_batch(out: str, jobs: list[JobState]) -> None:
 
 # -- commands ---------------------------------------------------------------------------------------
 def cmd_submit(args) -> int:
-    from workers.records import ScheduleParams
+    from orchestrator import user_schedule
+    from orchestrator.celery_app import MAX_LOWERING_S
 
-    if args.iterations < 1:
-        raise UserError("--iterations must be at least 1 (v0 is the first)")
-    settings, store = _farm(args)
+    if args.lowering_timeout is not None and not 0 < args.lowering_timeout <= MAX_LOWERING_S:
+        raise UserError(f"--lowering-timeout must be more than 0 and at most {MAX_LOWERING_S} s (the frontend task's limit)")
+    if args.lowering_memory_gb is not None and args.lowering_memory_gb <= 0:
+        raise UserError("--lowering-memory-gb must be more than 0")
+    limits = {k: v for k, v in (("seconds", args.lowering_timeout), ("memory_gb", args.lowering_memory_gb)) if v}
     start_params = None
     if args.schedule:
         try:
-            with open(args.schedule) as f:
-                start_params = ScheduleParams.from_json(f.read())
-        except (OSError, ValueError, TypeError) as e:
-            raise UserError(f"--schedule {args.schedule}: not a ScheduleParams JSON file ({e})") from None
+            start_params = user_schedule.read(args.schedule, args.chip)
+        except (OSError, ValueError) as e:
+            raise UserError(f"--schedule {args.schedule}: not a schedule for this job: {e}") from None
+    _check_writable(args.out)
+    settings, store = _farm(args)
     batch = _new_batch()
     job_ids, missing = [], []
     for path in args.models:
@@ -157,23 +238,33 @@ def cmd_submit(args) -> int:
             missing.append(path)
             log.error("%s: no such model file; the other models go on", path)
             continue
+        if problem := _name_problem(name):
+            missing.append(path)
+            log.error("%s: %s; rename the file; the other models go on", path, problem)
+            continue
         job_dir = _job_dir(args.out, name)
         if job_dir is None or f"{batch}.{name}" in job_ids:
             missing.append(path)
-            log.error("%s: %s already holds a job of that name; resume it (orchestrator resume) or submit "
-                      "with another --out; the other models go on", path, os.path.join(args.out, name))
+            log.error("%s: %s already holds a job of that name; resume it (orchestrator resume %s) or submit "
+                      "with another --out; the other models go on", path, os.path.join(args.out, name), name)
             continue
         job = JobState(job_id=f"{batch}.{name}", batch=batch, model_path=os.path.abspath(path),
                        job_dir=job_dir, chip=args.chip, tf32=args.tf32,
                        max_iterations=args.iterations, compile_only=args.compile_only,
-                       status="queued", created=time.time(), start_params=start_params)
+                       status="queued", created=time.time(), start_params=start_params, lowering_limits=limits)
+        os.makedirs(job_dir, exist_ok=True)
+        shutil.copyfile(path, job.model_copy)  # the workers read this copy, inside the farm's output root
         store.create_job(job)
         job_ids.append(job.job_id)
     log.info("batch %s: %d job(s) in %s", batch, len(job_ids), args.out)
     jobs = _drive(args, settings, store, job_ids) if job_ids else []
     _finish_batch(args.out, jobs)
-    ok = all(j.status == "done" and (not j.compile_only or j.iterations[-1].compile.ok) for j in jobs)
-    return 0 if ok and not missing else 1
+    if len(jobs) < len(job_ids):
+        log.error("%d job(s) of the batch are gone from the farm's state store", len(job_ids) - len(jobs))
+    unmeasured = [j for j in jobs if j.status == "done" and not j.compile_only and not _succeeded(j)]
+    if unmeasured:
+        log.error("%d job(s) measured nothing: %s", len(unmeasured), unmeasured[0].stop_reason)
+    return 0 if len(jobs) == len(job_ids) and all(map(_succeeded, jobs)) and not missing else 1
 
 
 def cmd_status(args) -> int:
@@ -190,7 +281,7 @@ def cmd_status(args) -> int:
         print(f"  folder: {job.job_dir}")
         return 0
     jobs = store.jobs()
-    print(_table(jobs) if jobs else "no jobs yet; `orchestrator submit MODEL.py` starts one")
+    print(_table(jobs) if jobs else f"no jobs in {os.path.abspath(args.out)} yet; `orchestrator submit MODEL.py` starts one")
     return 0
 
 
@@ -226,7 +317,12 @@ def cmd_resume(args) -> int:
     from orchestrator.loop import reopen
 
     settings, store = _farm(args)
-    jobs = [_find_job(store, key) for key in args.jobs]
+    if args.jobs:
+        jobs = [_find_job(store, key) for key in args.jobs]
+    else:
+        jobs = [j for j in _batch_jobs(store) if j.status not in TERMINAL or j.status == "cancelled"]
+        if not jobs:
+            raise UserError(f"the latest batch in {args.out} has no unfinished job; `orchestrator status` lists them")
     for job in jobs:
         if job.status == "cancelled":
             reopen(store, job.job_id)
@@ -235,8 +331,8 @@ def cmd_resume(args) -> int:
         done = [it.version for it in job.iterations if it.stage == "complete"]
         log.info("[%s] resuming after %s", job.job_id, f"v{done[-1]}" if done else "no complete iteration")
     finished = _drive(args, settings, store, [j.job_id for j in jobs])
-    print(_table(finished))
-    return 0 if all(j.status == "done" for j in finished) else 1
+    _finish_batch(args.out, finished)
+    return 0 if len(finished) == len(jobs) and all(map(_succeeded, finished)) else 1
 
 
 def cmd_report(args) -> int:
@@ -289,12 +385,20 @@ def cmd_gpus(args) -> int:
 
 
 # -- parser -----------------------------------------------------------------------------------------
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--out", default=os.environ.get("MLIR_FARM_OUT", "farm-out"),
-                        help="output folder: one job folder per model, OUT/<model name> (default: farm-out)")
-    common.add_argument("--broker", help="Redis URL of a farm, e.g. redis://:PASSWORD@host:6379/0 "
-                                         "(default: $MLIR_FARM_BROKER, else the embedded farm in OUT/.farm)")
+    common.add_argument("--out", help="output folder: one job folder per model, OUT/<model name> (default: "
+                                      "$MLIR_FARM_OUT, else the latest submit's or resume's, else farm-out)")
+    common.add_argument("--broker", help="Redis URL of a farm, e.g. redis://farm:PASSWORD@host:6379/0; better in "
+                                         "$MLIR_FARM_BROKER, out of `ps` (default: that, else the embedded farm in "
+                                         "OUT/.farm)")
     common.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     parser = argparse.ArgumentParser(prog="orchestrator", description=__doc__, epilog=EXAMPLES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -306,19 +410,31 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
+    def add_farm_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--compile-workers", type=_at_least_one, default=2,
+                       help="embedded farm: compile worker processes (default 2)")
+        p.add_argument("--experience", metavar="PATH",
+                       help=f"experience log (default ${ENV_EXPERIENCE}, else OUT/{EXPERIENCE_FILE})")
+
     p = add("submit", cmd_submit, "optimize models (KernelBench-format .py files), one job each, until done")
     p.add_argument("models", nargs="+", metavar="MODEL.py")
-    p.add_argument("--iterations", type=int, default=6, help="most versions per model, v0 included (default 6)")
+    p.add_argument("--iterations", type=_at_least_one, default=6, help="most versions per model, v0 included (default 6)")
     p.add_argument("--compile-only", action="store_true",
                    help="lower and compile v0 only (a v0 that does not compile is repaired on the conservative path, "
                         "within --iterations); exit 0 only if every model compiled")
     p.add_argument("--chip", default="sm_90a", help="target GPU architecture (default sm_90a)")
-    p.add_argument("--schedule", metavar="PARAMS.json", help="start from this ScheduleParams instead of v0's own")
+    p.add_argument("--schedule", metavar="PARAMS.json",
+                   help="start from this ScheduleParams instead of v0's own (its chip, precision and ops must be the job's)")
     p.add_argument("--tf32", action="store_true",
                    help="let fp32 models compute in TF32: f32 matmuls on tensor cores, judged with TF32's tolerance "
                         "(5e-3) against PyTorch peers that use TF32 too")
-    p.add_argument("--compile-workers", type=int, default=2, help="embedded farm: compile worker processes (default 2)")
-    p.add_argument("--experience", metavar="PATH", help="experience log (default OUT/experience.jsonl)")
+    p.add_argument("--lowering-timeout", type=float, metavar="S",
+                   help="seconds a model's lowering may take before it fails with that reason "
+                        "(default: LoweringLimits in workers/frontend.py)")
+    p.add_argument("--lowering-memory-gb", type=float, metavar="GB",
+                   help="resident memory a model's lowering may take before it fails with that reason "
+                        "(default: LoweringLimits in workers/frontend.py)")
+    add_farm_options(p)
 
     p = add("status", cmd_status, "list jobs, or show one job's iterations")
     p.add_argument("job", nargs="?", help="job id or model name")
@@ -328,13 +444,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", nargs="?")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
 
-    p = add("cancel", cmd_cancel, "cancel a job; its in-flight task finishes or is revoked, nothing more starts")
+    p = add("cancel", cmd_cancel, "cancel a job; its task finishes, or does not start if queued; nothing more starts")
     p.add_argument("job")
 
     p = add("resume", cmd_resume, "continue cancelled or interrupted jobs from their last complete iteration")
-    p.add_argument("jobs", nargs="+", metavar="JOB")
-    p.add_argument("--compile-workers", type=int, default=2, help="embedded farm: compile worker processes")
-    p.add_argument("--experience", metavar="PATH", help="experience log (default OUT/experience.jsonl)")
+    p.add_argument("jobs", nargs="*", metavar="JOB", help="job ids or model names (default: the latest batch's "
+                                                          "unfinished jobs)")
+    add_farm_options(p)
 
     p = add("report", cmd_report, "write final reports, a table across models and a plot of time per iteration")
     p.add_argument("--batch", help="batch id (default: the latest)")
@@ -351,24 +467,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted(signum, frame) -> None:
+    """SIGTERM (a `timeout`, a scheduler) ends the CLI as Ctrl-C does: workers stopped, jobs resumable."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["experience"]:
         from experience import cli as experience_cli
 
-        return experience_cli.main(argv[1:])
+        return experience_cli.main(argv[1:], default_log=_experience_log(_out_dir(None)))
     args = build_parser().parse_args(argv)
+    args.out = _out_dir(args.out)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(levelname)-7s %(message)s", datefmt="%H:%M:%S")
     for noisy in ("celery", "kombu", "amqp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         return args.func(args)
     except UserError as e:
         print(f"orchestrator: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\norchestrator: interrupted; unfinished jobs can be continued with `orchestrator resume JOB`",
+        print("\norchestrator: interrupted; unfinished jobs can be continued with `orchestrator resume`",
               file=sys.stderr)
         return 130
     except Exception as e:  # the interface is a message; the traceback goes to the log at debug level

@@ -1,7 +1,10 @@
 """Worker processes on this machine: the embedded farm of `orchestrator submit` (no --broker), and the
-test suite's farms. They are ordinary `celery worker` processes, started and stopped here."""
+test suite's farms. They are ordinary `celery worker` processes, started and stopped here; each dies
+with the process that started it (workers.process.die_with_parent), so a killed `submit` leaves none."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -10,10 +13,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 from orchestrator.heartbeat import is_alive
-from orchestrator.settings import FarmSettings
+from orchestrator.settings import EMBEDDED_DIR, FarmSettings, redis_server
 from orchestrator.state import open_store
+from workers.process import die_with_parent
 
 log = logging.getLogger("orchestrator")
 
@@ -70,16 +75,16 @@ class WorkerPool:
             env["CUDA_VISIBLE_DEVICES"] = spec.gpu
         with open(os.path.join(self.log_dir, f"{spec.name}.log"), "ab") as out:
             proc = subprocess.Popen(spec.command(), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
         self.procs[spec.name], self.specs[spec.name] = proc, spec
         return proc
 
     def wait_ready(self, timeout: float = 90.0) -> None:
-        """Until every started worker beats in the state store."""
+        """Until every started worker beats in the state store (itself, not an earlier one of its name)."""
         store, deadline = open_store(self.settings.state_url), time.time() + timeout
         while True:
-            alive = {w.hostname for w in store.workers() if is_alive(w)}
-            missing = [n for n, s in self.specs.items() if s.hostname not in alive]
+            alive = {(w.hostname, w.pid) for w in store.workers() if is_alive(w)}
+            missing = [n for n, s in self.specs.items() if (s.hostname, self.procs[n].pid) not in alive]
             dead = [n for n in missing if self.procs[n].poll() is not None]
             if dead:
                 raise RuntimeError(f"worker(s) {', '.join(dead)} exited at start; see {self.log_dir}/{dead[0]}.log")
@@ -110,3 +115,71 @@ class WorkerPool:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class FarmBusy(Exception):
+    """Another `submit` or `resume` runs the embedded farm of this output folder."""
+
+
+@contextlib.contextmanager
+def _owning(folder: str) -> Iterator[None]:
+    """This process alone runs the embedded farm of `folder` while the with-block lasts: a second one
+    would start a second set of workers under the same names. The kernel drops the flock with its holder."""
+    with open(os.path.join(folder, "owner.lock"), "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise FarmBusy(f"the embedded farm in {folder} is run by another orchestrator (pid "
+                           f"{lock.read().strip() or '?'}); wait for it to end, or stop it and resume") from None
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        yield
+
+
+@contextlib.contextmanager
+def _private_redis(binary: str, sock: str, folder: str) -> Iterator[None]:
+    """redis-server on a Unix socket that only this user may open; nothing on disk (the job state is in files)."""
+    import redis
+
+    log_path = os.path.join(folder, "logs", "redis.log")
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen([binary, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
+                                 "--save", "", "--appendonly", "no", "--dir", folder],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        client, deadline = redis.Redis(unix_socket_path=sock), time.time() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"the embedded farm's redis-server did not start; see {log_path}") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def embedded_farm(settings: FarmSettings, out_dir: str, compile_workers: int) -> Iterator[WorkerPool]:
+    """The embedded farm of out_dir for the with-block: its own Redis where redis-server is installed,
+    compile workers and one gpu worker per local GPU; all of it stopped at the end."""
+    folder = os.path.join(os.path.abspath(out_dir), EMBEDDED_DIR)
+    os.makedirs(folder, exist_ok=True)
+    if settings.backend_url.startswith("file://"):
+        os.makedirs(settings.backend_url[len("file://"):], exist_ok=True)
+    sock = settings.private_redis_socket
+    with _owning(folder), (_private_redis(redis_server(), sock, folder) if sock else contextlib.nullcontext()):
+        with WorkerPool(settings, os.path.join(folder, "logs")) as pool:
+            for spec in default_specs(compile_workers):
+                pool.start(spec)
+            log.info("embedded farm: %d workers on %s (logs in %s)", len(pool.specs),
+                     f"a private redis-server ({sock})" if sock else "the file transport", pool.log_dir)
+            pool.wait_ready()
+            yield pool

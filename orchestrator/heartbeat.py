@@ -44,7 +44,8 @@ def _start(sender, **_) -> None:
     queues = sorted(sender.app.amqp.queues.consume_from)
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "") if "gpu" in queues else "n/a"
     now = time.time()
-    info = WorkerInfo(hostname=sender.hostname, queues=queues, pid=os.getpid(), gpus=gpus, started=now, last_seen=now)
+    info = WorkerInfo(hostname=sender.hostname, queues=queues, pid=os.getpid(), gpus=gpus, started=now, last_seen=now,
+                      concurrency=sender.controller.concurrency)
     threading.Thread(target=_beat, args=(info, settings.state_url), name="farm-heartbeat", daemon=True).start()
 
 
@@ -53,7 +54,7 @@ def _finish(sender, **_) -> None:
     _stop.set()
     settings = FarmSettings.from_env()
     if settings is not None:
-        try:
-            open_store(settings.state_url).drop_worker(sender.hostname)
+        try:  # once: a worker stopping with its Redis gone need not wait for it
+            open_store(settings.state_url, outage_retries=0).drop_worker(sender.hostname)
         except Exception as e:
             log.warning("could not remove %s from the state store: %s", sender.hostname, e)

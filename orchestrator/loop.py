@@ -1,11 +1,14 @@
 """The loop driver: frontend -> (compile -> measure -> advise)* -> final artifacts, for many jobs at once.
 
 One single-threaded driver polls every job (the rule engine is not thread-safe). A job has at most one
-task in flight, so the FIFO queues interleave jobs and share the workers fairly. All progress lives in
-the state store: each step computes the next job state from the one it read and commits it only if
-the job's `rev` is unchanged (compare-and-set), so a cancel, a second driver or a crash in between
-never yields a lost or duplicated vN. Restarting a driver (`resume`) re-sends each job's in-flight
-task under its deterministic id; the task's claim makes that harmless if it already ran.
+task in flight, so the FIFO queues interleave jobs and share the workers fairly; and no more lowerings
+are in flight than the farm has compile processes, so a started job's next stage never waits behind
+the lowerings of the whole batch. All progress lives in the state store: each step computes the next
+job state from the one it read and commits it only if the job's `rev` is unchanged (compare-and-set),
+so a cancel, a second driver or a crash in between never yields a lost or duplicated vN. Restarting a
+driver (`resume`) re-sends each job's in-flight task under its deterministic id; the task's claim makes
+that harmless if it already ran, and the driver re-sends, the same way, a task whose worker died or
+whose message no queue holds any more. A job the store lost is put back from the driver's last read.
 """
 from __future__ import annotations
 
@@ -20,10 +23,11 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from orchestrator import reports, tasks
-from orchestrator.reports import best_iteration, same_kernels
 from orchestrator.celery_app import app
 from orchestrator.heartbeat import is_alive
-from orchestrator.records import TERMINAL, IterationState, JobState, TaskReport
+from orchestrator.queues import waiting_task_ids
+from orchestrator.records import TERMINAL, IterationState, JobState, LoweringRequest, TaskReport
+from orchestrator.reports import best_iteration, same_kernels
 from orchestrator.state import StateStore
 from rules.records import AdviceRequest, IterationRecord
 from workers.atomic import write_text
@@ -34,6 +38,10 @@ log = logging.getLogger("orchestrator")
 
 # Errors of an unreachable broker or state store: the driver waits them out instead of failing jobs.
 TRANSIENT = (OperationalError, RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
+QUEUE_OF = {"frontend": "compile", "compile": "compile", "measure": "gpu"}
+# A task that no worker has started and whose message is in no queue for this long was lost: sent again.
+LOST_AFTER_S = 15.0
+QUEUE_LOOK_S = 2.0  # how old a look into the broker's queues may be
 
 
 # the knobs a schedule line names only where they differ from their defaults (row_kernel 1024, warp_merge)
@@ -80,7 +88,12 @@ class Driver:
     def __post_init__(self) -> None:
         self._sent: set[str] = set()
         self._resent: dict[str, int] = {}  # task id -> claim attempt re-sent after its worker died
+        self._unseen: dict[str, float] = {}  # task id -> since when no queue holds it and no worker started it
+        self._last: dict[str, JobState] = {}  # job id -> its latest state: what a store that lost it gets back
+        self._looks: dict[str, tuple[float, object]] = {}  # what the broker or store said this tick or lately
+        self._lowering_slots = 0  # lowerings this tick may still send
         self._outage_logged = False
+        self._unserved_logged: set[str] = set()
 
     # -- the polling loop ------------------------------------------------------------------------
     def run(self, job_ids: list[str]) -> list[JobState]:
@@ -88,6 +101,8 @@ class Driver:
         pending = list(job_ids)
         while pending:
             still = []
+            lowering = sum(self._last[i].status == "frontend" for i in pending if i in self._last)
+            self._lowering_slots = self._lowering_capacity() - lowering
             for job_id in pending:
                 try:
                     job = self.step(job_id)
@@ -98,21 +113,32 @@ class Driver:
                         self._outage_logged = True
                     still.append(job_id)
                     continue
-                if job is not None and not (job.status in TERMINAL and job.reported):
-                    still.append(job_id)
+                except Exception as e:  # one job's trouble (its folder unwritable) must not stop the others
+                    job = self._give_up(job_id, e)
+                if job is not None:
+                    self._last[job_id] = job
+                    if not (job.status in TERMINAL and job.reported):
+                        still.append(job_id)
             pending = still
             if pending:
                 time.sleep(self.poll_s)
         return [j for j in (self.store.get_job(i) for i in job_ids) if j]
 
     def step(self, job_id: str) -> JobState | None:
-        job = self.store.get_job(job_id)
+        job = self.store.get_job(job_id) or self._put_back(job_id)
         if job is None:
             return None
         if job.status in TERMINAL:
             return job if job.reported else self._finalize(job)
         tid, stage = current_task(job)  # type: ignore[misc]
         if tid not in self._sent:
+            if job.status == "queued":
+                if self._lowering_slots <= 0:
+                    return job  # later stages of started jobs go first
+                self._lowering_slots -= 1
+                job = self._commit_status(job, "frontend")
+                if job is None:
+                    return self.store.get_job(job_id)
             self._send(job, stage, tid)
         result = AsyncResult(tid, app=app)
         if result.state == "SUCCESS":
@@ -124,13 +150,15 @@ class Driver:
         elif result.state == "FAILURE":
             report = TaskReport(tid, stage, error=f"the {stage} task failed: {type(result.result).__name__}: {result.result}")
         else:
-            self._watch_worker(job, tid, stage)
+            self._watch_task(job, tid, stage)
             return job
         return self._advance(job, report)
 
     def _send(self, job: JobState, stage: str, tid: str) -> None:
         if stage == "frontend":
-            tasks.frontend_task.apply_async((job.job_id, job.model_path, job.job_dir, job.chip, job.tf32), task_id=tid)
+            request = LoweringRequest(job.model_copy, job.job_dir, job.chip, job.tf32, job.lowering_limits,
+                                      job.start_params)
+            tasks.frontend_task.apply_async((job.job_id, request.to_json()), task_id=tid)
         else:
             it = job.iterations[-1]
             write_hypotheses(job)
@@ -140,23 +168,88 @@ class Driver:
                 tasks.measure_task.apply_async((job.job_id, job.job_dir, it.version), task_id=tid)
         self._sent.add(tid)
 
-    def _watch_worker(self, job: JobState, tid: str, stage: str) -> None:
-        """Re-send a task whose worker stopped beating: a dead worker's message may never come back
-        (the filesystem transport has no acks; Redis gives it back only after the visibility timeout)."""
+    def _watch_task(self, job: JobState, tid: str, stage: str) -> None:
+        """Re-send a task that will not finish by itself: its worker stopped beating (a dead worker's
+        message may never come back: the filesystem transport has no acks; Redis gives it back only after
+        the visibility timeout), or no worker started it and its message is in no queue (lost)."""
         claim = self.store.task_claim(tid)
-        if claim is None or claim.state != "running" or self._resent.get(tid) == claim.attempts:
+        if claim is not None and claim.state == "running":
+            self._unseen.pop(tid, None)
+            workers = {w.hostname: w for w in self._workers()}
+            if self._resent.get(tid) == claim.attempts or claim.worker in workers and is_alive(workers[claim.worker]):
+                return
+            log.warning("[%s] %s: worker %s is gone; sending the task again", job.job_id, stage, claim.worker)
+            self._resent[tid] = claim.attempts
+            self._sent.discard(tid)
             return
-        workers = {w.hostname: w for w in self.store.workers()}
-        if claim.worker in workers and is_alive(workers[claim.worker]):
+        queue = QUEUE_OF[stage]
+        if tid in self._look(f"queue:{queue}", lambda: waiting_task_ids(app, queue)):
+            self._unseen.pop(tid, None)
+            self._tell_if_unserved(queue)
             return
-        log.warning("[%s] %s: worker %s is gone; sending the task again", job.job_id, stage, claim.worker)
-        self._resent[tid] = claim.attempts
-        self._sent.discard(tid)
+        since = self._unseen.setdefault(tid, time.time())
+        if time.time() - since >= LOST_AFTER_S:
+            log.warning("[%s] %s: no queue holds its task and no worker started it for %.0f s (the broker lost "
+                        "it); sending it again", job.job_id, stage, LOST_AFTER_S)
+            del self._unseen[tid]
+            self._sent.discard(tid)
+
+    def _tell_if_unserved(self, queue: str) -> None:
+        """Say once that a queue's tasks wait for a worker that no one has started."""
+        if queue in self._unserved_logged or any(queue in w.queues and is_alive(w) for w in self._workers()):
+            return
+        log.warning("no live worker serves the %s queue of this farm; its tasks wait until one starts "
+                    "(`orchestrator workers` lists the workers)", queue)
+        self._unserved_logged.add(queue)
+
+    def _look(self, what: str, read):
+        """read() at most every QUEUE_LOOK_S: the broker's queues and the workers change slowly."""
+        at, value = self._looks.get(what, (0.0, None))
+        if time.time() - at > QUEUE_LOOK_S:
+            value = read()
+            self._looks[what] = (time.time(), value)
+        return value
+
+    def _workers(self) -> list:
+        return self._look("workers", self.store.workers)
+
+    def _lowering_capacity(self) -> int:
+        """Lowerings this driver keeps in flight: one per live compile process, at least one."""
+        return max(1, sum(w.concurrency for w in self._workers() if "compile" in w.queues and is_alive(w)))
+
+    def _put_back(self, job_id: str) -> JobState | None:
+        """A job the store no longer has (a Redis restarted without its data) is put back as last seen;
+        its lost task is then found lost and sent again."""
+        job = self._last.get(job_id)
+        if job is not None:
+            log.warning("[%s] the state store lost this job (Redis restarted without its data?); putting it back",
+                        job_id)
+            self.store.create_job(job)
+        return self.store.get_job(job_id)
+
+    def _give_up(self, job_id: str, error: Exception) -> JobState | None:
+        log.exception("[%s] the driver cannot go on with this job", job_id)
+        text = f"the driver could not go on: {type(error).__name__}: {error}"
+
+        def change(job: JobState) -> JobState:
+            job.status, job.error, job.stop_reason, job.reported = "failed", text, "the driver could not go on", True
+            return job
+
+        try:
+            return self.store.update_job(job_id, change)
+        except Exception as e:
+            log.error("[%s] could not record that either: %s", job_id, e)
+            return None
 
     # -- state transitions -------------------------------------------------------------------------
     def _commit(self, before: JobState, after: JobState) -> JobState | None:
         """Compare-and-set: `after` replaces the job only if nobody changed it since `before` was read."""
         return self.store.update_job(before.job_id, lambda cur: after if cur.rev == before.rev else None)
+
+    def _commit_status(self, job: JobState, status: str) -> JobState | None:
+        new = copy.deepcopy(job)
+        new.status = status
+        return self._commit(job, new)
 
     def _advance(self, job: JobState, report: TaskReport) -> JobState:
         new = copy.deepcopy(job)
@@ -172,12 +265,11 @@ class Driver:
 
     def _after_frontend(self, job: JobState, report: TaskReport) -> None:
         job.env, job.frontend_worker, job.frontend_seconds = report.env, report.worker, report.seconds
-        if report.error or report.model is None:
+        if report.error or report.params is None:
             job.status, job.error = "failed", report.error or "the frontend returned no model"
-            job.stop_reason = "the model could not be lowered"
+            job.stop_reason = report.stop_reason or "the lowering task failed"
             return
-        job.model, job.status = report.model, "iterating"
-        params = job.start_params or report.params
+        job.model, job.status, params = report.model, "iterating", report.params
         origin = "user-given schedule (submit --schedule)" if job.start_params else "initial operator-aware schedule"
         job.iterations.append(IterationState(0, "compiling", params, f"{origin}\n{params_summary(params)}",
                                              started=time.time()))
@@ -210,6 +302,9 @@ class Driver:
         it.measure_worker, it.measure_task_seconds, it.measure_gpu = report.worker, report.seconds, report.gpu
         job.measure_impl = report.measure_impl or job.measure_impl
         it.error = report.error
+        if it.measure.status == "skipped":  # nothing ran on a GPU: no outcome to judge
+            self._complete(job, it, "n/a", None)
+            return
         best = best_iteration(job.iterations[:-1])
         outcome, speedup = classify_outcome(best.measure if best else None, it.measure)
         self._complete(job, it, outcome, speedup)
@@ -234,10 +329,10 @@ class Driver:
             return "compile-only run"
         if it.version == 0 and job.start_params is not None and not it.compile.ok and it.compile.stage == "schedule":
             return f"the schedule given with --schedule is invalid (not repaired): {it.compile.error}"
+        if it.measure is not None and it.measure.status == "skipped":  # before the limit: it says why nothing ran
+            return f"not measured: {it.measure.error or 'no reason given'}"
         if len(job.iterations) >= job.max_iterations:
             return f"reached the iteration limit ({job.max_iterations})"
-        if it.measure is not None and it.measure.status == "skipped":
-            return f"measurement skipped: {it.measure.error or 'no reason given'}"
         return None
 
     def _next_iteration(self, job: JobState) -> None:
@@ -293,14 +388,16 @@ class Driver:
                                  it.version, twin.version, it.outcome)
                 else:
                     log.warning("[%s] v%d did not compile (%s): %s", name, it.version, c.stage, c.error[:300])
+            elif it.measure.status == "skipped":
+                log.warning("[%s] v%d not measured on %s: %s", name, it.version, report.worker, it.measure.error)
             else:
                 m = it.measure
                 timing = f"{m.time.median_us:.1f} us" if m.time else "no timing"
                 log.info("[%s] v%d measured on %s: %s, %s, outcome %s", name, it.version, report.worker, m.status,
                          timing, it.outcome)
                 self._record_experience(after, it)
-            for new in after.iterations[len(before.iterations):]:
-                log.info("[%s] v%d hypothesis: %s", name, new.version, new.hypothesis_text.splitlines()[0])
+            for new in after.iterations[len(before.iterations):]:  # its first line: "hypothesis: ..."
+                log.info("[%s] v%d %s", name, new.version, new.hypothesis_text.splitlines()[0])
         if after.status in TERMINAL:
             log.info("[%s] %s: %s", name, after.status, after.stop_reason)
 
@@ -345,23 +442,15 @@ def _history(it: IterationState) -> IterationRecord:
 
 # -- operations on jobs from other processes (CLI) --------------------------------------------------
 def cancel(store: StateStore, job_id: str) -> JobState | None:
-    """Mark the job cancelled (its driver writes the final report) and revoke its queued task."""
-    before = store.get_job(job_id)
-
+    """Mark the job cancelled: its driver writes the final report, and its task, if it has not started,
+    sees the cancel and runs nothing (workers take no remote control: celery_app.configure)."""
     def change(job: JobState) -> JobState | None:
         if job.status in TERMINAL:
             return None
         job.status, job.stop_reason, job.reported = "cancelled", "cancelled by the user", False
         return job
 
-    after = store.update_job(job_id, change)
-    task = current_task(before) if before else None
-    if after is not None and task is not None:
-        try:
-            app.control.revoke(task[0])
-        except Exception as e:  # revoking is an optimisation: the task itself checks for cancellation
-            log.debug("revoke %s: %s", task[0], e)
-    return after
+    return store.update_job(job_id, change)
 
 
 def reopen(store: StateStore, job_id: str) -> JobState | None:

@@ -5,13 +5,15 @@ Celery, and the state store keeps the JSON of each job.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from rules.records import Decision, Evidence, Hypothesis
 from workers.jsonrecord import JsonRecord
 from workers.records import CompileResult, MeasureResult, ModelInfo, ScheduleParams
 
-# Job status: queued -> frontend -> iterating -> done | failed | cancelled (the last three are terminal).
+# Job status: queued (waiting for its lowering to be sent) -> frontend -> iterating -> done | failed |
+# cancelled (the last three are terminal).
 TERMINAL = ("done", "failed", "cancelled")
 
 
@@ -65,6 +67,8 @@ class TaskReport(JsonRecord):
     seconds: float = 0.0  # time inside the task, stage function included
     attempt: int = 1
     error: str = ""  # a frontend error paragraph, or why the task could not run its stage
+    stop_reason: str = ""  # frontend: why the job cannot go on, where the model or the user's schedule is at fault
+    started: float = 0.0  # wall clock when the stage started on the worker
     cancelled: bool = False
     model: ModelInfo | None = None  # frontend
     params: ScheduleParams | None = None  # frontend: the v0 operator-aware schedule
@@ -73,6 +77,19 @@ class TaskReport(JsonRecord):
     measure: MeasureResult | None = None
     measure_impl: str = ""  # "module:callable" that measured (a test double names itself here)
     gpu: GpuUse | None = None  # measure: the GPU and the span it was held
+
+
+@dataclass
+class LoweringRequest(JsonRecord):
+    """What a frontend task is asked: lower the model into the job folder within the limits, and give the
+    schedule of v0: its own, or the user's (submit --schedule) once checked against the lowered model."""
+
+    model_path: str
+    job_dir: str
+    chip: str
+    tf32: bool = False
+    limits: dict[str, float] = field(default_factory=dict)  # workers.frontend.LoweringLimits fields the user set
+    start_params: ScheduleParams | None = None
 
 
 @dataclass
@@ -127,6 +144,7 @@ class JobState(JsonRecord):
     updated: float = 0.0
     start_params: ScheduleParams | None = None  # user-given v0 schedule (submit --schedule)
     tf32: bool = False  # fp32 models may compute in TF32 (submit --tf32)
+    lowering_limits: dict[str, float] = field(default_factory=dict)  # submit --lowering-timeout/--lowering-memory-gb
     model: ModelInfo | None = None
     env: EnvFacts | None = None
     frontend_worker: str = ""
@@ -140,6 +158,12 @@ class JobState(JsonRecord):
     measure_impl: str = "n/a"  # as the measure worker reported it
     reported: bool = False  # final artifacts written for the current terminal status
 
+    @property
+    def model_copy(self) -> str:
+        """The model file as submitted, copied into the job folder: the file the workers read, inside the
+        farm's output root (model_path is where the user had it)."""
+        return os.path.join(self.job_dir, os.path.basename(self.model_path))
+
 
 @dataclass
 class WorkerInfo(JsonRecord):
@@ -151,3 +175,4 @@ class WorkerInfo(JsonRecord):
     gpus: str  # CUDA_VISIBLE_DEVICES of the worker ("" = all it sees; "n/a" on compile workers)
     started: float
     last_seen: float
+    concurrency: int = 1  # its pool processes: how many tasks it runs at once

@@ -11,6 +11,7 @@ from workers.atomic import write_text
 from workers.records import TOLERANCES, CompileResult
 
 NA = "n/a"
+BATCH_FILES = ("summary.md", "summary.csv", "time_per_iteration.png")  # in the batch's output folder
 # measure statuses that say nothing about the kernels: measuring the same kernels again may settle them
 UNSETTLED_MEASUREMENTS = ("timeout", "error", "skipped")
 
@@ -199,11 +200,13 @@ def _shown(table):
     return table.map(lambda v: NA if v is None or v != v else f"{v:.2f}" if isinstance(v, float) else v)
 
 
-def plot_times(jobs: list[JobState], path: str) -> None:
+def time_plot(jobs: list[JobState]):
+    """The median time of every measured version of every job, a line per job (a matplotlib Figure)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on farm nodes
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for job in jobs:
@@ -211,6 +214,7 @@ def plot_times(jobs: list[JobState], path: str) -> None:
         if points:
             ax.plot(*zip(*points), marker="o", label=_model_name(job))
     ax.set_xlabel("iteration (vN)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # versions are whole numbers
     ax.set_ylabel("median time (us)")
     ax.set_yscale("log")
     ax.set_title("Time per iteration")
@@ -220,6 +224,13 @@ def plot_times(jobs: list[JobState], path: str) -> None:
     else:
         ax.text(0.5, 0.5, "no measured iteration", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
+    return fig
+
+
+def plot_times(jobs: list[JobState], path: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = time_plot(jobs)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -227,7 +238,7 @@ def plot_times(jobs: list[JobState], path: str) -> None:
 def write_batch_report(jobs: list[JobState], folder: str) -> list[str]:
     """summary.md, summary.csv and time_per_iteration.png in the batch folder; returns their paths."""
     table = batch_table(jobs)
-    paths = [os.path.join(folder, n) for n in ("summary.md", "summary.csv", "time_per_iteration.png")]
+    paths = [os.path.join(folder, n) for n in BATCH_FILES]
     write_text(paths[1], table.to_csv(index=False))
     text = ["# Batch summary", "", f"{len(jobs)} models; final reports in each model's folder.", "",
             "```", _shown(table).to_string(index=False), "```", "",

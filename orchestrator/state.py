@@ -3,12 +3,14 @@
 Celery delivers a task at least once, and a resumed driver may race the one it replaces, so every
 change is a read-modify-write that commits only if nobody changed the record in between: WATCH/MULTI
 on Redis, an flock on the file store. Both stores share the typed API of `StateStore`, which also has
-exclusive locks (one measurement at a time per physical GPU).
+exclusive locks (one measurement at a time per physical GPU). Every committed job is also written to
+its folder (JOB_FILE), from where `recover_jobs` puts back what a Redis that lost its data forgot.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import logging
 import os
 import socket
@@ -21,6 +23,7 @@ from orchestrator.records import JobState, LockHolder, TaskClaim, TaskReport, Wo
 from workers.atomic import write_text
 
 JOBS, TASKS, WORKERS, LOCKS = "job", "task", "worker", "lock"
+JOB_FILE = "job_state.json"  # in the job folder: the job's last committed state
 # A holder that took a file lock but has not written its name yet (the file store's lock is free
 # only when no process holds it, so this one is alive).
 STARTING_HOLDER = LockHolder(host="", pid=0, task_id="(taking the lock)")
@@ -38,6 +41,10 @@ def _process_gone(holder: LockHolder) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie runs nothing any more
     except FileNotFoundError:
         return True
+
+
+class StoreUnreachable(Exception):
+    """The state store cannot be used; the message says why and what to check."""
 
 
 class StateStore(ABC):
@@ -63,9 +70,15 @@ class StateStore(ABC):
     def _unlock(self, name: str, holder: LockHolder) -> None:
         """Release lock `name` if `holder` still holds it."""
 
+    def probe(self) -> None:
+        """Raise StoreUnreachable, with the reason, where the store cannot be used (a wrong URL or password)."""
+
     # -- jobs ----------------------------------------------------------------------------------
     def create_job(self, job: JobState) -> bool:
-        return self._cas(JOBS, job.job_id, lambda old: job.to_json() if old is None else None) is not None
+        created = self._cas(JOBS, job.job_id, lambda old: job.to_json() if old is None else None) is not None
+        if created:
+            _keep_in_folder(job)
+        return created
 
     def get_job(self, job_id: str) -> JobState | None:
         text = self._get(JOBS, job_id)
@@ -82,7 +95,11 @@ class StateStore(ABC):
             return job.to_json()
 
         text = self._cas(JOBS, job_id, step)
-        return JobState.from_json(text) if text else None
+        if not text:
+            return None
+        committed = JobState.from_json(text)
+        _keep_in_folder(committed)
+        return committed
 
     def jobs(self) -> list[JobState]:
         found = (self.get_job(k) for k in self._keys(JOBS))
@@ -158,16 +175,39 @@ class RedisStateStore(StateStore):
     # delete the key only if it still holds this value (a lease that expired may have passed it on)
     _DELETE_IF = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, outage_retries: int = 20):
+        """outage_retries: how often a call is retried while Redis is unreachable, about 2 s apart
+        (20: a restart of ~30 s is ridden out; -1: any outage is waited out)."""
         import redis
         from redis.backoff import ExponentialBackoff
         from redis.retry import Retry
 
-        # ride out a Redis restart (~30 s) instead of failing the task or the driver's tick
+        self.url = url
         self._redis = redis.Redis.from_url(
-            url, decode_responses=True, retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), 20),
+            url, decode_responses=True, retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), outage_retries),
             retry_on_error=[redis.ConnectionError, redis.TimeoutError], socket_connect_timeout=2)
         self._watch_error = redis.WatchError
+
+    def probe(self) -> None:
+        import redis
+
+        from orchestrator.settings import redact
+
+        once = redis.Redis.from_url(self.url, socket_connect_timeout=3, socket_timeout=3)
+        try:
+            once.ping()
+            once.exists(self._key(JOBS, "probe"))  # a user whose ACL leaves out the farm's keys fails here
+        except redis.AuthenticationError as e:
+            raise StoreUnreachable(f"Redis at {redact(self.url)} refused the credentials ({e}); check the "
+                                   "password in --broker or $MLIR_FARM_BROKER") from None
+        except redis.ConnectionError as e:
+            raise StoreUnreachable(f"cannot reach Redis at {redact(self.url)} ({e}); is the farm's Redis "
+                                   "running, and are the host and port right?") from None
+        except redis.RedisError as e:
+            raise StoreUnreachable(f"Redis at {redact(self.url)} refused the farm ({e}); the user needs "
+                                   f"the keys {self.PREFIX}* (deploy/redis.conf)") from None
+        finally:
+            once.close()
 
     def _key(self, kind: str, key: str) -> str:
         return f"{self.PREFIX}{kind}:{key}"
@@ -277,9 +317,25 @@ class FileStateStore(StateStore):
                 pass
 
 
-def open_store(url: str) -> StateStore:
+def _keep_in_folder(job: JobState) -> None:
+    write_text(os.path.join(job.job_dir, JOB_FILE), job.to_json(indent=1))
+
+
+def recover_jobs(store: StateStore, out_dir: str) -> list[JobState]:
+    """Put back into the store the jobs whose folders in out_dir it does not know (a Redis restarted
+    without its data); returns them."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(glob.escape(out_dir), "*", JOB_FILE))):
+        with open(path) as f:
+            job = JobState.from_json(f.read())
+        if store.create_job(job):  # only where the store has no job of that id
+            found.append(job)
+    return found
+
+
+def open_store(url: str, outage_retries: int = 20) -> StateStore:
     if url.startswith("file://"):
         return FileStateStore(url[len("file://"):])
     if url.startswith(("redis://", "rediss://", "unix://")):
-        return RedisStateStore(url)
+        return RedisStateStore(url, outage_retries)
     raise ValueError(f"state store URL {url!r}: expected redis://, rediss://, unix:// or file://")

@@ -3,7 +3,9 @@
 Every task is idempotent: its id is deterministic (`task_id`), its run is claimed in the state store,
 and a redelivered copy of a finished task returns the recorded report without touching the job
 folder. Stage failures come back as a report with `error`; only a hard time limit or a worker that
-died too often leaves a Celery failure, which the driver records.
+died too often leaves a Celery failure, which the driver records. A Redis outage is waited out, however
+long, so it never becomes a stage's error. A worker runs only tasks whose files lie inside its output
+root ($MLIR_FARM_OUT_ROOT): anyone who can send it a task could otherwise make it run any Python file.
 """
 from __future__ import annotations
 
@@ -16,11 +18,11 @@ from typing import Callable
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from orchestrator import envfacts
+from orchestrator import envfacts, user_schedule
 from orchestrator.celery_app import RETRIES_ON_WORKER_LOST, TIME_LIMITS, app
 from orchestrator.gpus import holding_gpu
-from orchestrator.records import TaskReport
-from orchestrator.settings import FarmSettings
+from orchestrator.records import LoweringRequest, TaskReport
+from orchestrator.settings import ENV_OUT_ROOT, FarmSettings
 from orchestrator.state import StateStore, open_store
 from workers.records import ScheduleParams
 
@@ -42,14 +44,31 @@ def task_id(job_id: str, stage: str, version: int | None = None) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _store() -> StateStore:
+def _settings() -> FarmSettings:
     settings = FarmSettings.from_env()
     if settings is None:
         raise RuntimeError("worker started without $MLIR_FARM_BROKER: it cannot find the state store")
-    return open_store(settings.state_url)
+    return settings
 
 
-def _run_stage(task, stage: str, job_id: str, work: Callable[[TaskReport], None]) -> str:
+@functools.lru_cache(maxsize=1)
+def _store() -> StateStore:
+    return open_store(_settings().state_url, outage_retries=-1)
+
+
+def _outside_root(paths: list[str], root: str) -> str | None:
+    """Why a task naming these paths may not run under output root `root`, or None if it may."""
+    if not root:
+        return f"this worker has no output root (${ENV_OUT_ROOT}), so it runs no task"
+    real_root = os.path.realpath(root)
+    for path in paths:
+        if os.path.commonpath([real_root, os.path.realpath(path)]) != real_root:
+            return (f"{path} lies outside this worker's output root {root} (${ENV_OUT_ROOT}); submit with "
+                    "--out inside it")
+    return None
+
+
+def _run_stage(task, stage: str, job_id: str, paths: list[str], work: Callable[[TaskReport], None]) -> str:
     store, tid, worker = _store(), task.request.id, task.request.hostname or "unknown"
     job = store.get_job(job_id)
     if job is not None and job.status == "cancelled":
@@ -59,10 +78,15 @@ def _run_stage(task, stage: str, job_id: str, work: Callable[[TaskReport], None]
     if claim.report is not None:
         log.info("%s: already done on %s; returning that result", tid, claim.report.worker)
         return claim.report.to_json()
-    report = TaskReport(tid, stage, worker=worker, attempt=claim.attempts)
+    report = TaskReport(tid, stage, worker=worker, attempt=claim.attempts, started=time.time())
     started = time.perf_counter()
+    refused = _outside_root(paths, _settings().out_root)
     try:
-        work(report)
+        if refused:
+            log.error("%s refused: %s", tid, refused)
+            report.error = f"the {stage} task was refused on {worker}: {refused}"
+        else:
+            work(report)
     except SoftTimeLimitExceeded:
         report.error = f"the {stage} stage ran past its soft time limit of {TIME_LIMITS[stage][0]} s on {worker}"
     except Exception as e:  # a stage bug must become a recorded error, not a lost job
@@ -79,20 +103,30 @@ def _stage_task(stage: str):
 
 
 @_stage_task("frontend")
-def frontend_task(self, job_id: str, model_path: str, job_dir: str, chip: str, tf32: bool = False) -> str:
+def frontend_task(self, job_id: str, request_json: str) -> str:
+    request = LoweringRequest.from_json(request_json)
+
     def work(report: TaskReport) -> None:
         from workers.compile import initial_params
-        from workers.frontend import FrontendError, lower_model
+        from workers.frontend import FrontendError, LoweringLimits, lower_model_bounded
 
         report.env = envfacts.gather(report.worker)
         try:
-            report.model = lower_model(model_path, job_dir)
+            report.model = lower_model_bounded(request.model_path, request.job_dir,
+                                               limits=LoweringLimits(**request.limits))
         except FrontendError as e:
-            report.error = str(e)
+            report.error, report.stop_reason = str(e), "the model could not be lowered"
             return
-        report.params = initial_params(job_dir, chip, tf32)
+        v0 = initial_params(request.job_dir, request.chip, request.tf32)
+        if request.start_params is None:
+            report.params = v0
+        elif problems := user_schedule.mismatches(request.start_params, v0, request.job_dir):
+            report.error = "submit --schedule: " + "; ".join(problems)
+            report.stop_reason = "the --schedule file does not fit the model"
+        else:
+            report.params = request.start_params
 
-    return _run_stage(self, "frontend", job_id, work)
+    return _run_stage(self, "frontend", job_id, [request.model_path, request.job_dir], work)
 
 
 @_stage_task("compile")
@@ -102,7 +136,7 @@ def compile_task(self, job_id: str, job_dir: str, version: int, params_json: str
 
         report.compile = compile_iteration(job_dir, version, ScheduleParams.from_json(params_json))
 
-    return _run_stage(self, "compile", job_id, work)
+    return _run_stage(self, "compile", job_id, [job_dir], work)
 
 
 @_stage_task("measure")
@@ -118,4 +152,4 @@ def measure_task(self, job_id: str, job_dir: str, version: int) -> str:
             # leave the stage a minute inside the soft limit (less any wait for the GPU) to record its own timeout
             report.measure = measure_iteration(job_dir, version, profile=True, timeout_s=soft - 60 - gpu.waited_s)
 
-    return _run_stage(self, "measure", job_id, work)
+    return _run_stage(self, "measure", job_id, [job_dir], work)

@@ -19,6 +19,74 @@ ZOO = TESTS / "data" / "zoo"
 REDIS_PASSWORD = "farm-test-secret"
 
 
+_BACKGROUND: list[subprocess.Popen] = []  # CLI runs of the current test, killed if it leaves one running
+
+
+@pytest.fixture(autouse=True)
+def _own_state_home_and_no_cli_left(tmp_path_factory, monkeypatch):
+    """The CLI remembers the latest --out under $XDG_STATE_HOME: each test (and its subprocesses) has its
+    own. A CLI a failed test left running is killed (its farm dies with it)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+    yield
+    while _BACKGROUND:
+        proc = _BACKGROUND.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a CLI run: no farm named by the environment, plus `extra`."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("MLIR_FARM_")}, **extra}
+
+
+def fake_gpu_env(markers: Path, sleep_s: float) -> dict[str, str]:
+    """Workers that measure with the TEST DOUBLE FakeGpuMeasure, each measurement held sleep_s."""
+    from test_orchestrator_doubles import IMPL, MARKER_ENV, SLEEP_ENV
+
+    return {"PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+            "MLIR_FARM_MEASURE": IMPL, SLEEP_ENV: str(sleep_s), MARKER_ENV: str(markers)}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, background: bool = False, timeout: float = 600, **kw):
+    """`orchestrator ARGS` as a subprocess (the embedded farm unless ARGS name a broker)."""
+    cmd = [sys.executable, "-m", "orchestrator.cli", *args]
+    if background:
+        _BACKGROUND.append(subprocess.Popen(cmd, env=env or cli_env(), stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True, **kw))
+        return _BACKGROUND[-1]
+    return subprocess.run(cmd, env=env or cli_env(), capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def farm_processes(out: Path) -> list[str]:
+    """Processes whose command line or environment names the output folder `out` (the embedded farm's
+    workers, their pool processes and children, its redis-server), as "pid command"."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if int(pid) != os.getpid() and not zombie and str(out) in cmdline + environ:
+            found.append(f"{pid} {cmdline[:120]}")
+    return found
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
 def lower_zoo(tmp_path_factory, *names: str) -> Path:
     """A folder of job folders, one per zoo model, lowered by the real frontend (torch-mlir)."""
     from workers.frontend import lower_model
@@ -37,27 +105,34 @@ def _free_port() -> int:
 
 class RedisServer:
     """redis-server in `folder`; with persistence (AOF, fsync always) a restart keeps queues and state,
-    without it (benchmarks) no write waits for the disk."""
+    without it (benchmarks) no write waits for the disk. `users`: ACL `user` lines (CHANGE-ME for the
+    password) in place of the default user's password; the URL then names the first user that is on."""
 
-    def __init__(self, folder: Path, persistent: bool = True):
+    def __init__(self, folder: Path, persistent: bool = True, users: list[str] | None = None):
         self.folder, self.port, self.proc, self.persistent = folder, _free_port(), None, persistent
+        self.users = [line.replace("CHANGE-ME", REDIS_PASSWORD).split()[1:] for line in users or []]
         folder.mkdir(parents=True, exist_ok=True)
 
     @property
+    def user(self) -> str:
+        return next((u[0] for u in self.users if "on" in u), "")
+
+    @property
     def url(self) -> str:
-        return f"redis://:{REDIS_PASSWORD}@127.0.0.1:{self.port}/0"
+        return f"redis://{self.user}:{REDIS_PASSWORD}@127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        auth = [arg for user in self.users for arg in ("--user", *user)] or ["--requirepass", REDIS_PASSWORD]
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
-             "--requirepass", REDIS_PASSWORD, "--save", "",
+             *auth, "--save", "",
              *(["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"])],
             stdout=open(self.folder / "redis.log", "ab"), stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(f"AUTH {REDIS_PASSWORD}\r\nPING\r\n".encode())
+                    s.sendall(f"AUTH {self.user or 'default'} {REDIS_PASSWORD}\r\nPING\r\n".encode())
                     if b"PONG" in s.recv(100):
                         return
             except OSError:
@@ -87,15 +162,12 @@ class Farm:
         from orchestrator.embedded import WorkerPool
         from orchestrator.settings import FarmSettings
         from orchestrator.state import open_store
-        from test_orchestrator_doubles import IMPL, MARKER_ENV, SLEEP_ENV
 
         self.redis, self.out = redis, out
         self.markers = out / "measure-markers"
-        self.settings = FarmSettings.redis(redis.url)
+        self.settings = FarmSettings.redis(redis.url, out_root=str(out))
         self.store = open_store(self.settings.state_url)
-        env = {"PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-               "MLIR_FARM_MEASURE": IMPL, SLEEP_ENV: str(measure_sleep_s), MARKER_ENV: str(self.markers)}
-        self.pool = WorkerPool(self.settings, str(out / "worker-logs"), env)
+        self.pool = WorkerPool(self.settings, str(out / "worker-logs"), fake_gpu_env(self.markers, measure_sleep_s))
 
     def start_workers(self, compile_workers: int = 2, gpu_workers: int = 1) -> None:
         from orchestrator.embedded import WorkerSpec
@@ -107,22 +179,11 @@ class Farm:
         self.pool.wait_ready()
 
     def cli(self, *args: str, background: bool = False, broker: bool = True):
-        cmd = [sys.executable, "-m", "orchestrator.cli", *args, "--out", str(self.out)]
-        if broker:
-            cmd += ["--broker", self.redis.url]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MLIR_FARM_")}
-        if background:
-            return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        return run_cli(*args, "--out", str(self.out), *(["--broker", self.redis.url] if broker else []),
+                       background=background, timeout=300)
 
     def wait_for(self, predicate, timeout: float = 120.0, what: str = "condition"):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}")
+        return wait_until(predicate, timeout, what)
 
     def stop(self) -> None:
         self.pool.stop()

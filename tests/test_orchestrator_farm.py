@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import MODELS
+from conftest import MODELS, farm_processes, run_cli
 
 pytestmark = pytest.mark.slow
 CONTRACT = ("env_check.md", "model_linalg.mlir", "best_pipeline.txt", "best_transform.mlir", "benchmark.md",
@@ -159,7 +157,7 @@ def test_malformed_schedule_fails_cleanly(farm, tmp_path):
     done = f.cli("submit", str(MODELS / "matmul64.py"), "--compile-only", "--schedule", str(tmp_path / "bad.json"))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     job = _jobs(f)["matmul64"]
-    assert job.status == "failed"
+    assert job.status == "failed" and job.stop_reason.startswith("the schedule given with --schedule is invalid")
     v0 = job.iterations[0]
     assert not v0.compile.ok and "negative" in v0.compile.error
     assert "negative" in (Path(job.job_dir) / "final_report.md").read_text()
@@ -178,21 +176,71 @@ def test_tf32_jobs_start_on_tensor_cores(farm):
 
 
 def test_embedded_farm_compile_only(tmp_path):
-    """No --broker: submit starts its own workers (filesystem transport, file state) and stops them."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLIR_FARM_")}
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", str(MODELS / "matmul64.py"),
-                           str(MODELS / "rowsum.py"), "--compile-only", "--out", str(tmp_path / "out")],
-                          env=env, capture_output=True, text=True, timeout=600)
+    """The README's first run: no --broker, so submit starts its own farm (a private redis-server on a Unix
+    socket under OUT/.farm, file state, workers) and stops all of it. The commands after it find the batch
+    without --out and create nothing; artifacts are as readable as the umask (022) allows."""
+    from experience.store import ExperienceStore
+    from test_experience_store import outcome
+
+    def cli(*args):
+        return run_cli(*args, cwd=tmp_path, preexec_fn=lambda: os.umask(0o022))
+
+    done = cli("submit", str(MODELS / "matmul64.py"), str(MODELS / "rowsum.py"), "--compile-only", "--out", "runs")
     assert done.returncode == 0, done.stderr
-    out = tmp_path / "out"
+    assert "a private redis-server" in done.stderr
+    out = tmp_path / "runs"
+    assert not farm_processes(out)
     for model in ("matmul64", "rowsum"):  # OUT/<model name>, as the output contract says
         assert (out / model / "v0" / "kernels.ptx").is_file()
         assert "compile-only run" in (out / model / "final_report.md").read_text()
+        assert (out / model / "final_report.md").stat().st_mode & 0o777 == 0o644
         for name in ("benchmark.md", "ncu_summary.md", "ncu_details.md"):  # skipped steps say why
             assert "not measured: compile-only run" in (out / model / "v0" / name).read_text()
-    again = subprocess.run([sys.executable, "-m", "orchestrator.cli", "submit", str(MODELS / "matmul64.py"),
-                            "--compile-only", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    again = cli("submit", str(MODELS / "matmul64.py"), "--compile-only", "--out", "runs")
     assert again.returncode == 1 and "already holds a job" in again.stderr, "an earlier job is never overwritten"
-    status = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", "--out", str(tmp_path / "out")],
-                            env=env, capture_output=True, text=True)
+    status = cli("status")
     assert status.returncode == 0 and "matmul64" in status.stdout and "done" in status.stdout
+    assert cli("report").returncode == 0
+    ExperienceStore(str(out / "experience.jsonl")).record(outcome("register_tiling", "success", 1.5))
+    exported = cli("experience", "export")
+    assert exported.returncode == 0 and "register_tiling" in exported.stdout, exported.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no ./farm-out made by the commands
+
+
+def test_started_jobs_compile_before_new_lowerings(farm):
+    """One compile process, three models: each model's v0 compiles right after its lowering, before the next
+    model is lowered; the batch's lowerings do not all go first (a lowering can take minutes)."""
+    f = farm()
+    f.start_workers(compile_workers=1, gpu_workers=1)
+    done = f.cli("submit", *(str(MODELS / n) for n in ("matmul64.py", "rowsum.py", "elementwise_chain.py")),
+                 "--compile-only")
+    assert done.returncode == 0, done.stderr
+    started = {}
+    for job in f.store.jobs():
+        for stage in ("frontend", "v0:compile"):
+            started[job.job_id, stage] = f.store.task_claim(f"{job.job_id}:{stage}").report.started
+    order = sorted(started, key=started.get)
+    assert [stage for _, stage in order] == ["frontend", "v0:compile"] * 3, order
+    assert [job for job, _ in order[::2]] == [job for job, _ in order[1::2]]
+
+
+def test_a_slow_lowering_and_a_schedule_that_is_not_the_models_fail_once_with_the_reason(farm, tmp_path):
+    f = farm()
+    f.start_workers(compile_workers=1, gpu_workers=1)
+    slow = f.cli("submit", str(MODELS / "matmul_narrow.py"), "--compile-only", "--lowering-timeout", "1")
+    assert slow.returncode == 1, slow.stderr
+    job = _jobs(f)["matmul_narrow"]
+    assert job.status == "failed" and job.stop_reason == "the model could not be lowered"
+    assert "ran past its limit of 1 s" in job.error
+    assert f.store.task_claim(f"{job.job_id}:frontend").attempts == 1  # failed once, not retried
+
+    schedule = {"ops": [{"op_index": 7, "family": "matmul", "block_tile": [8, 8, 0], "thread_tile": [4, 4, 0]}],
+                "precision": "f16"}
+    (tmp_path / "f16.json").write_text(json.dumps(schedule))
+    done = f.cli("submit", str(MODELS / "matmul64.py"), "--compile-only", "--schedule", str(tmp_path / "f16.json"))
+    assert done.returncode == 1, done.stderr
+    job = _jobs(f)["matmul64"]
+    assert job.status == "failed" and job.stop_reason == "the --schedule file does not fit the model"
+    assert "its precision is f16 but the model computes in fp32" in job.error
+    assert "op 7 is not an op of the model" in job.error
+    assert not (Path(job.job_dir) / "v0").exists()

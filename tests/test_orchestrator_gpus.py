@@ -22,10 +22,10 @@ from orchestrator.state import open_store
 from workers.records import MeasureResult, ScheduleParams
 
 
-def _hand_made_job(job_id: str, spans: list[tuple[str, float, float]]) -> JobState:
+def _hand_made_job(job_id: str, spans: list[tuple[str, float, float]], out: Path = Path("/nowhere")) -> JobState:
     """A job whose iterations were 'measured' on the given (device, start, end): HAND-MADE intervals,
     no farm ran them."""
-    job = JobState(job_id, "hand-made-batch", f"/nowhere/{job_id}.py", f"/nowhere/{job_id}", "sm_90a", 6, False,
+    job = JobState(job_id, "hand-made-batch", f"/nowhere/{job_id}.py", str(out / job_id), "sm_90a", 6, False,
                    "done", created=0.0)
     for v, (device, start, end) in enumerate(spans):
         it = IterationState(v, "complete", ScheduleParams(ops=[]), "hand-made")
@@ -56,8 +56,8 @@ def test_checker_finds_overlaps_in_hand_made_intervals():
 def test_gpus_command_reports_hand_made_overlap(tmp_path):
     """`orchestrator gpus` on an embedded farm's file state holding HAND-MADE overlapping intervals."""
     store = open_store(FarmSettings.embedded(str(tmp_path)).state_url)
-    store.create_job(_hand_made_job("a", [("GPU-A", 0.0, 1.0)]))
-    store.create_job(_hand_made_job("b", [("GPU-A", 0.5, 2.0)]))
+    store.create_job(_hand_made_job("a", [("GPU-A", 0.0, 1.0)], tmp_path))
+    store.create_job(_hand_made_job("b", [("GPU-A", 0.5, 2.0)], tmp_path))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLIR_FARM_")}
     done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "gpus", "--out", str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=120)

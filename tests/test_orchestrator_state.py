@@ -17,14 +17,14 @@ def store(request, tmp_path):
     return open_store(request.getfixturevalue("redis_server").url)
 
 
-def _job(job_id: str = "b.m") -> JobState:
-    return JobState(job_id=job_id, batch="b", model_path="/m.py", job_dir="/out/b/m", chip="sm_90a",
+def _job(out, job_id: str = "b.m") -> JobState:
+    return JobState(job_id=job_id, batch="b", model_path="/m.py", job_dir=str(out / job_id), chip="sm_90a",
                     max_iterations=3, compile_only=False, status="queued", created=1.0)
 
 
-def test_create_is_once_and_update_is_compare_and_set(store):
-    assert store.create_job(_job())
-    assert not store.create_job(_job())  # a second submit of the same id changes nothing
+def test_create_is_once_and_update_is_compare_and_set(store, tmp_path):
+    assert store.create_job(_job(tmp_path))
+    assert not store.create_job(_job(tmp_path))  # a second submit of the same id changes nothing
 
     def bump(job):
         job.max_iterations += 1

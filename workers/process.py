@@ -1,12 +1,20 @@
-"""Child processes that can be killed whole, and bounded in memory."""
+"""Child processes that can be killed whole, bounded in memory, and that do not outlive their parent."""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import threading
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """For a child's preexec_fn: the kernel kills the child when the process that started it dies, even
+    by SIGKILL, so that a killed `orchestrator submit` or Celery worker leaves nothing running (Linux)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def group_rss(pgid: int) -> int:
@@ -31,11 +39,13 @@ def run_in_group(cmd: list[str], timeout_s: float, memory_bytes: int | None = No
                  env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run cmd in its own process group; return (exit status, stdout and stderr together). On timeout the
     whole group (ncu and its target, a lowering and its helpers) is killed, since a Celery hard time limit
-    would kill only the pool process, not its children: TimeoutError. memory_bytes bounds the group's
-    resident memory (address space that is reserved but never touched does not count, as a lowering's
-    unwritten 17 GB input does not), checked twice a second: MemoryLimitExceeded."""
+    would kill only the pool process, not its children: TimeoutError. The child dies with its parent.
+    memory_bytes bounds the group's resident memory (address space that is reserved but never touched
+    does not count, as a lowering's unwritten 17 GB input does not), checked twice a second:
+    MemoryLimitExceeded."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"})
+                            start_new_session=True, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=die_with_parent)
     over = threading.Event()
 
     def watch() -> None:
