@@ -27,6 +27,7 @@ EXAMPLES = """examples:
   orchestrator resume 20261202-101500.matmul64
   orchestrator report                                      # final reports, table and plot of the latest batch
   orchestrator gpus                                        # GPU timelines of the latest batch; overlaps
+  orchestrator replay matmul64 v2                          # rebuild v2's kernels from its folder alone
   orchestrator experience recommend --help
   . /etc/mlir-farm/farm.env; export MLIR_FARM_BROKER      # a Redis farm (its password stays out of `ps`)
   orchestrator workers
@@ -384,6 +385,15 @@ def cmd_gpus(args) -> int:
     return 1 if usage.overlaps else 0
 
 
+def cmd_replay(args) -> int:
+    from workers.compile import replay
+
+    job_dir = args.job if os.path.isdir(args.job) else os.path.join(args.out, args.job)
+    if not os.path.isdir(job_dir):
+        raise UserError(f"{args.job} is neither a job folder nor a model name in {args.out}")
+    return replay.main([job_dir] + ([args.version] if args.version else []))
+
+
 # -- parser -----------------------------------------------------------------------------------------
 def _at_least_one(text: str) -> int:
     value = int(text)
@@ -460,6 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("gpus", cmd_gpus, "per physical GPU: measurements, busy time, and any two that overlapped (exit 1 if so)")
     p.add_argument("--batch", help="batch id (default: the latest)")
     p.add_argument("--all", action="store_true", help="every job in the state store, all batches together")
+
+    p = add("replay", cmd_replay, "rebuild a version's kernels from its job folder alone (model_linalg.mlir, "
+                                  "params.json, transform.mlir, pass_pipeline.txt); exit 0 if they are the recorded "
+                                  "kernels.ptx and config.json byte for byte, 1 if not")
+    p.add_argument("job", help="job folder, or model name in --out")
+    p.add_argument("version", nargs="?", help="vN (default: every version that compiled)")
 
     # its own parser (experience/cli.py) takes everything after the word, options included
     sub.add_parser("experience", help="the experience log: recommend | export (see experience --help)",

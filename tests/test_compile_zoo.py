@@ -259,14 +259,16 @@ def test_replay_says_which_kernels_differ_from_the_record_and_what_is_missing(co
     shutil.copytree(shared_job, job)
     transform = job / "v0" / "transform.mlir"
     transform.write_text(transform.read_text().replace("farm.warp_merge", "farm.not_a_mark"))
-    run = lambda *args: subprocess.run([sys.executable, "-m", "workers.compile.replay", *args],  # noqa: E731
+    run = lambda *args: subprocess.run([sys.executable, "-m", "orchestrator.cli", "replay", *args],  # noqa: E731
                                        capture_output=True, text=True, timeout=300)
-    changed = run(str(job), "v0")
+    changed = run("softmax", "v0", "--out", str(tmp_path))  # a model name in --out, as `status` takes it
     assert changed.returncode == 1 and "differ from the recorded ones" in changed.stdout
     assert "--- recorded kernels.ptx" in changed.stdout and "+++ rebuilt kernels.ptx" in changed.stdout
     (job / "v0" / "pass_pipeline.txt").unlink()
     missing = run(str(job))
     assert missing.returncode == 2 and "pass_pipeline.txt missing" in missing.stderr
+    unknown = run("no_such_model", "--out", str(tmp_path))
+    assert unknown.returncode == 2 and "neither a job folder nor a model name" in unknown.stderr
 
 
 def test_frontend_lowers_a_model_once_per_job(compiled, tmp_path):
