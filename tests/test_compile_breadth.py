@@ -3,13 +3,15 @@ compiles to PTX that ptxas accepts, or fails fast with its reason. Real torch-ml
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
 
 import pytest
 
-from workers.compile import compile_iteration, initial_params
+from workers.compile import compile_iteration, initial_params, mlir
+from workers.compile.passes import collapse_reduction_loops, registry
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
 from workers.measure.gpu_run import OutputError, worst_of_draws
@@ -85,6 +87,62 @@ def test_a_loss_reducing_to_one_value_compiles(tmp_path):
     assert [o.shape for o in config.outputs] == [[]] and info["output_shapes"] == [[]]
     assert "matmul" not in {s.family for s in params.ops}
     assert config.launches
+
+
+REDUCTIONS_OVER_SEVERAL_LOOPS = """
+#in = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#out = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
+#row = affine_map<(d0, d1, d2, d3) -> (d2)>
+func.func @forward(%x: tensor<4x8x16x32xf32>, %w: tensor<16xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<4x32xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<4x32xf32>) -> tensor<4x32xf32>
+  %sum = linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction", "reduction", "parallel"]}
+      ins(%x : tensor<4x8x16x32xf32>) outs(%init : tensor<4x32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<4x32xf32>
+  %diff = linalg.generic {indexing_maps = [#in, #row, #out], iterator_types = ["parallel", "reduction", "reduction", "parallel"]}
+      ins(%x, %w : tensor<4x8x16x32xf32>, tensor<16xf32>) outs(%init : tensor<4x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %d = arith.subf %a, %b : f32
+    %s = arith.addf %d, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<4x32xf32>
+  return %sum, %diff : tensor<4x32xf32>, tensor<4x32xf32>
+}
+"""
+
+
+def test_a_reduction_over_several_loops_becomes_one_over_their_product():
+    """farm-collapse-reduction-loops: the sum over dims 1 and 2 reads x collapsed to 4 x 128 x 32 in three
+    loops; the other reads w through dim 2 alone, which no collapse of x's dims can express: unchanged."""
+    with mlir.context():
+        module = mlir.parse(REDUCTIONS_OVER_SEVERAL_LOOPS, "two reductions")
+        registry.run_step(collapse_reduction_loops.NAME, module)
+        assert module.operation.verify()
+        text = str(module)
+    assert text.count("tensor.collapse_shape") == 1
+    assert "tensor.collapse_shape %arg0 [[0], [1, 2], [3]] : tensor<4x8x16x32xf32> into tensor<4x128x32xf32>" in text
+    generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
+    maps = dict(re.findall(r"^(#map\d*) = affine_map<(.*)>$", text, re.M))
+    assert [maps[m] for m in generics[0][0].split(", ")] == ["(d0, d1, d2) -> (d0, d1, d2)", "(d0, d1, d2) -> (d0, d2)"]
+    assert generics[0][1] == '"parallel", "reduction", "parallel"'
+    assert generics[1][1] == '"parallel", "reduction", "reduction", "parallel"'
+
+
+def test_a_loss_and_a_layernorm_over_several_dims_spread_their_reductions(tmp_path):
+    """MSELoss's mean reduces over two loops and LayerNorm's statistics over three (KernelBench level 1
+    #94 and #40 ran them in one thread, one per row): one loop each now, the loss's 16384 elements in a
+    block reduction, LayerNorm's 4 rows of 65536 split over the grid (fewer rows than SMs) and merged."""
+    _, params, config = compiled(tmp_path, "mse_loss")
+    assert [s.block_reduction for s in params.ops if s.family == "reduction"] == [1024]
+    job, params, config = compiled(tmp_path, "layernorm_3d")
+    stats = [s for s in params.ops if s.family == "reduction"]
+    assert len(stats) == 2 and all(s.split_reduction == 256 and not s.block_reduction for s in stats)
+    partials = [l for l in config.launches if math.prod(l.grid) * math.prod(l.block) == 4 * 256]
+    assert len(partials) == 2, [(l.grid, l.block) for l in config.launches]
 
 
 def test_a_python_number_among_the_inputs_is_a_constant_of_the_lowered_model(tmp_path):

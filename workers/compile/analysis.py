@@ -31,35 +31,6 @@ class LinalgOpFacts:
     lines: list[int] = field(default_factory=list)  # lines of model_linalg.mlir it comes from (mlir.source_lines)
 
 
-EXTENSIONS = ("arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp")
-
-
-def _is_contraction(generic) -> bool:
-    """A generic of two inputs that accumulates their product, `out + a * b` (a matmul whose operand
-    reshape canonicalization folded in; the operands possibly extended first), belongs with the matmuls;
-    a sum of squared differences does not."""
-    o = generic.operation
-    block = o.regions[0].blocks[0]
-    if len(o.operands) - len(o.results) != 2 or len(o.results) != 1:
-        return False
-    inputs, out = list(block.arguments)[:2], block.arguments[2]
-
-    def producer(value, names):
-        owner = value.owner
-        return owner if isinstance(owner, ir.OpView) and owner.name in names else None
-
-    def read(value):  # an input, possibly extended
-        ext = producer(value, EXTENSIONS)
-        return ext.operands[0] if ext is not None else value
-
-    add = producer(block.operations[len(block.operations) - 1].operands[0], ("arith.addf", "arith.addi"))
-    if add is None or out not in list(add.operands):
-        return False
-    other = add.operands[1] if add.operands[0] == out else add.operands[0]
-    mul = producer(other, ("arith.mulf", "arith.muli"))
-    return mul is not None and sorted(map(str, map(read, mul.operands))) == sorted(map(str, inputs))
-
-
 def _family(name: str, iterator_types: list[str]) -> str:
     if name in ("linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat",
                 "linalg.batch_matvec", "linalg.contract"):
@@ -130,7 +101,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
             dtype = str(result.type.element_type)
             name = named_op.operation.name
             family = _family(name, iterators)
-            if family == "reduction" and _is_contraction(op):
+            if family == "reduction" and mlir.is_contraction(op):
                 family = "matmul"
             flops = math.prod(ranges) * (2 if family in ("matmul", "conv") else 1)
             facts.append(LinalgOpFacts(

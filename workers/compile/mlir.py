@@ -17,7 +17,7 @@ from numba_cuda_mlir._mlir import ir, passmanager  # noqa: F401
 from numba_cuda_mlir._mlir.dialects import arith as arith_dialect  # noqa: F401
 from numba_cuda_mlir._mlir.dialects import builtin as builtin_dialect  # noqa: F401
 from numba_cuda_mlir._mlir.dialects import gpu as gpu_dialect
-from numba_cuda_mlir._mlir.dialects import linalg as linalg_dialect  # noqa: F401
+from numba_cuda_mlir._mlir.dialects import linalg as linalg_dialect
 from numba_cuda_mlir._mlir.dialects import memref as memref_dialect  # noqa: F401
 from numba_cuda_mlir._mlir.dialects import nvgpu as nvgpu_dialect  # noqa: F401
 from numba_cuda_mlir._mlir.dialects import vector as vector_dialect  # noqa: F401
@@ -109,6 +109,51 @@ def main_func(module: ir.Module):
     if len(funcs) != 1:
         raise MlirError(f"expected one func.func in the model, found {len(funcs)}")
     return funcs[0]
+
+
+def rebuilt_generic(generic, inputs: list[ir.Value], inits: list[ir.Value], maps: list[ir.AffineMap],
+                    iterators: ir.ArrayAttr):
+    """A linalg.generic over a new iteration space (`maps`, `iterators`) and operands, before `generic`,
+    with `generic`'s body moved into it (the body's block arguments still one per operand)."""
+    new = linalg_dialect.GenericOp([v.type for v in inits], inputs, inits,
+                                   ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]), iterators)
+    body = generic.operation.regions[0].blocks[0]
+    block = new.regions[0].blocks.append(*[a.type for a in body.arguments])
+    for old, arg in zip(body.arguments, block.arguments):
+        old.replace_all_uses_with(arg)
+    for inner in list(body.operations):
+        inner.operation.detach_from_parent()
+        ir.InsertionPoint(block).insert(inner.operation)
+    return new
+
+
+EXTENSIONS = ("arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp")
+
+
+def is_contraction(generic) -> bool:
+    """A generic of two inputs that accumulates their product, `out + a * b` (a matmul whose operand
+    reshape canonicalization folded in; the operands possibly extended first), belongs with the matmuls;
+    a sum of squared differences does not."""
+    o = generic.operation
+    block = o.regions[0].blocks[0]
+    if len(o.operands) - len(o.results) != 2 or len(o.results) != 1:
+        return False
+    inputs, out = list(block.arguments)[:2], block.arguments[2]
+
+    def producer(value, names):
+        owner = value.owner
+        return owner if isinstance(owner, ir.OpView) and owner.name in names else None
+
+    def read(value):  # an input, possibly extended
+        ext = producer(value, EXTENSIONS)
+        return ext.operands[0] if ext is not None else value
+
+    add = producer(block.operations[len(block.operations) - 1].operands[0], ("arith.addf", "arith.addi"))
+    if add is None or out not in list(add.operands):
+        return False
+    other = add.operands[1] if add.operands[0] == out else add.operands[0]
+    mul = producer(other, ("arith.mulf", "arith.muli"))
+    return mul is not None and sorted(map(str, map(read, mul.operands))) == sorted(map(str, inputs))
 
 
 def ptx_of_binaries(module: ir.Module) -> dict[str, bytes]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import Callable
 
 from workers.compile import host, mlir
-from workers.compile.passes import (alignment, block_sync, copy_returned_views, interleave_columns, k_loops,
-                                    kernel_arguments, narrow_matmul_operands, outline_kernels, reuse_reads,
-                                    scalar_unit_loop, shared_memory, tensor_core_conversion, warp_merge, wgmma)
+from workers.compile.passes import (alignment, block_sync, collapse_reduction_loops, copy_returned_views,
+                                    interleave_columns, k_loops, kernel_arguments, narrow_matmul_operands,
+                                    outline_kernels, reuse_reads, scalar_unit_loop, shared_memory,
+                                    tensor_core_conversion, warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
@@ -15,6 +16,7 @@ Pass = Callable[[mlir.ir.Module], "list[str] | None"]
 
 PASSES: dict[str, Pass] = {
     "farm-narrow-matmul-operands": narrow_matmul_operands.narrow_matmul_operands,
+    collapse_reduction_loops.NAME: collapse_reduction_loops.run,
     scalar_unit_loop.NAME: scalar_unit_loop.run,
     copy_returned_views.NAME: copy_returned_views.run,
     "farm-wgmma-k-loops": wgmma.warpgroup_matmuls,

@@ -8,8 +8,8 @@ which would drop the loop again; canonicalization folds the init's expand_shape 
 """
 from __future__ import annotations
 
-from workers.compile.mlir import ir, main_func
-from numba_cuda_mlir._mlir.dialects import linalg, tensor
+from workers.compile.mlir import ir, main_func, rebuilt_generic
+from numba_cuda_mlir._mlir.dialects import tensor
 
 NAME = "farm-scalar-unit-loop"
 
@@ -49,15 +49,7 @@ def _with_unit_loop(op) -> None:
             unit if _rank0(init) else _shifted(m, loops) for m, init in zip(maps[n_inputs:], list(o.operands)[n_inputs:])]
         iterators = ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>"),
                                       *ir.ArrayAttr(o.attributes["iterator_types"])])
-        new = linalg.GenericOp([v.type for v in inits], list(o.operands)[:n_inputs], inits,
-                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in new_maps]), iterators)
-        body = o.regions[0].blocks[0]
-        block = new.regions[0].blocks.append(*[a.type for a in body.arguments])
-        for old, arg in zip(body.arguments, block.arguments):
-            old.replace_all_uses_with(arg)
-        for inner in list(body.operations):
-            inner.operation.detach_from_parent()
-            ir.InsertionPoint(block).insert(inner.operation)
+        new = rebuilt_generic(o, list(o.operands)[:n_inputs], inits, new_maps, iterators)
         for old, result in zip(o.results, new.results):
             if _rank0(old):
                 result = tensor.CollapseShapeOp(old.type, result, ir.ArrayAttr.get([])).result

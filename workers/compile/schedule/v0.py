@@ -3,6 +3,7 @@ kernels across the model); initial_params_for is the entry."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
@@ -146,17 +147,28 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
     params.ops.sort(key=lambda s: s.op_index)
     if reductions == "split":
         return params
-    params = with_block_reductions(params, facts)
+    params = with_block_reductions(params, facts, gpu.sms)
     return with_row_kernels(params, facts) if reductions == "rows" else params
 
 
-def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) -> OpSchedule | None:
+# A block per output leaves SMs idle where there are fewer outputs than SMs; over rows this long (64
+# loads per thread of a 1024-thread block) v0 keeps the split instead, its partials spread over the grid:
+# a loss's mean over 2^30 elements, LayerNorm's statistics over 16 rows of 2^22 (a guess from the launch
+# shapes, not yet measured on the H200)
+GRID_SPLIT_MIN_EXTENT = 1 << 16
+
+
+def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, sms: int) -> OpSchedule | None:
     """The one-kernel shape of a group whose anchor is a row-like reduction: a block per output,
-    block_reduction_threads(K) threads reducing its K elements; None where it does not apply."""
+    block_reduction_threads(K) threads reducing its K elements; None where it does not apply or a
+    split fills more of the GPU's `sms`."""
     op = facts[g.anchor].info
     if reduction_member(g, facts) != g.anchor or not wants_split(op):
         return None
     extent = reduction_extents(op)[0]
+    outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
+    if outputs < sms and extent >= GRID_SPLIT_MIN_EXTENT:
+        return None
     block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(op.loop_ranges, op.iterator_types)]
     if not any(block):  # one output (a loss's unit loop): one block
         block[op.iterator_types.index("parallel")] = 1
@@ -167,12 +179,12 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str) 
                       reduction_tile=largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
 
 
-def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts]) -> ScheduleParams:
+def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sms: int) -> ScheduleParams:
     """A copy of `params` where every split row reduction is a one-kernel block reduction instead
     (block_reduction_schedule), and producers that this lets kernels fuse lose their own schedule."""
     new = ScheduleParams.from_dict(params.to_dict())
     groups = {g.anchor: g for g in plan_groups(facts, None)}
-    new.ops = [(block_reduction_schedule(groups[s.op_index], facts, s.family) if s.split_reduction
+    new.ops = [(block_reduction_schedule(groups[s.op_index], facts, s.family, sms) if s.split_reduction
                 and s.op_index in groups else None) or s for s in new.ops]
     anchors = {g.anchor for g in plan_groups(facts, new)}
     new.ops = [s for s in new.ops if s.op_index in anchors]

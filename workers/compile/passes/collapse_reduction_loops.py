@@ -1,0 +1,104 @@
+"""farm-collapse-reduction-loops: a linalg.generic that reduces over a run of several loops reduces over
+one loop of their product instead.
+
+The templates spread a reduction over the grid or a block's threads along one reduction loop
+(templates.wants_split): a loss's mean over 32768 x 32768 elements (two loops once the elementwise fusion
+has folded the squared difference into it) ran in one thread, LayerNorm's statistics over 64 x 256 x 256
+in one thread per row. The loops d_a..d_b collapse where they are all the op's reduction loops, every
+operand that reads them reads them as consecutive dims in that order (a tensor.collapse_shape then makes
+those dims one) and through no other dim, the body asks for no loop index, and the op is no contraction
+(a matmul's K over several loops stays for the matmul templates).
+
+Runs after linalg-fuse-elementwise-ops, whose reshape propagation would expand the loops again to fuse a
+producer, and after linalg-fold-unit-extent-dims; before farm-scalar-unit-loop.
+"""
+from __future__ import annotations
+
+import math
+
+from numba_cuda_mlir._mlir.dialects import tensor
+
+from workers.compile.mlir import ir, is_contraction, main_func, ops_named, rebuilt_generic
+
+NAME = "farm-collapse-reduction-loops"
+
+
+def run(module: ir.Module) -> None:
+    for op in list(main_func(module).regions[0].blocks[0].operations):
+        if op.operation.name == "linalg.generic" and (loops := collapsible_loops(op)):
+            _collapse(op, loops)
+
+
+def _dims(expr: ir.AffineExpr) -> set[int]:
+    if isinstance(expr, ir.AffineDimExpr):
+        return {expr.position}
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return _dims(expr.lhs) | _dims(expr.rhs)
+    return set()
+
+
+def _maps(o) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(o.attributes["indexing_maps"])]
+
+
+def _run_position(amap: ir.AffineMap, loops: list[int]) -> int | None:
+    """Where `loops` sit among `amap`'s results as consecutive plain dims in order; -1 where no result
+    reads them; None where they are read otherwise."""
+    reading = [i for i, e in enumerate(amap.results) if _dims(e) & set(loops)]
+    if not reading:
+        return -1
+    plain = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
+    if reading != list(range(reading[0], reading[0] + len(loops))) or [plain[i] for i in reading] != loops:
+        return None
+    return reading[0]
+
+
+def collapsible_loops(op) -> list[int]:
+    """The run of reduction loops of `op` that collapses into one (see the module's docstring), or []."""
+    o = op.operation
+    iterators = [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(o.attributes["iterator_types"])]
+    loops = [d for d, it in enumerate(iterators) if it == "reduction"]
+    if len(loops) < 2 or loops != list(range(loops[0], loops[-1] + 1)):
+        return []
+    if is_contraction(op) or ops_named(o, "linalg.index", first_only=True):
+        return []
+    for amap, value in zip(_maps(o), o.operands):
+        at = _run_position(amap, loops)
+        if at is None or at >= 0 and (not isinstance(value.type, ir.RankedTensorType)
+                                      or any(value.type.is_dynamic_dim(at + i) for i in range(len(loops)))):
+            return []
+    return loops
+
+
+def _collapse(op, loops: list[int]) -> None:
+    o = op.operation
+    first, removed = loops[0], len(loops) - 1
+    n_loops = len(ir.ArrayAttr(o.attributes["iterator_types"]))
+    # old loop -> new loop: the run becomes its first loop, the loops after it move up
+    renumber = ir.AffineMap.get(n_loops - removed, 0, [
+        ir.AffineDimExpr.get(d if d <= first else max(d - removed, first)) for d in range(n_loops)])
+    n_inputs = len(o.operands) - len(o.results)
+    operands, maps = [], []
+    with ir.InsertionPoint(o), o.location:
+        for amap, value in zip(_maps(o), o.operands):
+            results = [e.compose(renumber) for e in amap.results]
+            at = _run_position(amap, loops)
+            if at >= 0:
+                shape = list(value.type.shape)
+                groups = [[i] for i in range(at)] + [list(range(at, at + len(loops)))] + \
+                    [[i] for i in range(at + len(loops), len(shape))]
+                collapsed = shape[:at] + [math.prod(shape[at:at + len(loops)])] + shape[at + len(loops):]
+                i64 = ir.IntegerType.get_signless(64)
+                reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g])
+                                                  for g in groups])
+                value = tensor.CollapseShapeOp(ir.RankedTensorType.get(collapsed, value.type.element_type), value,
+                                               reassociation).result
+                results = results[:at + 1] + results[at + len(loops):]
+            operands.append(value)
+            maps.append(ir.AffineMap.get(n_loops - removed, 0, results))
+        iterators = ir.ArrayAttr.get([it for d, it in enumerate(ir.ArrayAttr(o.attributes["iterator_types"]))
+                                      if d not in loops[1:]])
+        new = rebuilt_generic(o, operands[:n_inputs], operands[n_inputs:], maps, iterators)
+        for old, result in zip(o.results, new.results):
+            old.replace_all_uses_with(result)
+    o.erase()
