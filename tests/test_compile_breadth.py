@@ -145,6 +145,13 @@ def test_a_loss_and_a_layernorm_over_several_dims_spread_their_reductions(tmp_pa
     assert len(partials) == 2, [(l.grid, l.block) for l in config.launches]
 
 
+def test_a_reduction_over_an_odd_volume_is_not_split_by_one(tmp_path):
+    """The mean over 13 x 29 x 29 collapses into one loop that no power of two divides: v0 keeps a thread
+    per output there, not a split_reduction of 1 (which its own validation refuses)."""
+    _, params, _ = compiled(tmp_path, "odd_volume_mean")
+    assert all(not s.split_reduction and not s.block_reduction for s in params.ops)
+
+
 def test_a_python_number_among_the_inputs_is_a_constant_of_the_lowered_model(tmp_path):
     job, _, config = compiled(tmp_path, "matrix_scalar")
     assert json.loads((job / "model_info.json").read_text())["input_shapes"] == [[64, 128]]

@@ -7,8 +7,8 @@ import math
 
 from workers.compile.schedule.tiles import (MAX_THREADS, TARGET_THREADS, ScheduleError, largest_divisor_at_most,
                                             vector_elements, grid_blocks, threads_per_loop)
-from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, img2col_applies,
-                             img2col_op as records_img2col_op, reduction_extents)
+from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, OpInfo, OpSchedule, default_split_factor,
+                             img2col_aligned, img2col_applies, img2col_op as records_img2col_op, reduction_extents)
 
 
 # A reduction is split over many threads per output when one thread per output leaves the GPU nearly
@@ -21,11 +21,12 @@ MERGE_LOADS = 8  # partials a thread of a merge kernel loads at once
 
 def wants_split(op: OpInfo) -> bool:
     """A row-like reduction (not a named matmul/conv/pooling, which v0 tiles otherwise) with few outputs
-    and a long reduction loop."""
+    and a long reduction loop that splits (an even extent: an odd one, e.g. 13 x 29 x 29 collapsed, keeps
+    a thread per output)."""
     extents = reduction_extents(op)
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
     return op.name == "linalg.generic" and len(extents) == 1 and extents[0] >= SPLIT_MIN_EXTENT \
-        and outputs <= SPLIT_MAX_OUTPUTS
+        and outputs <= SPLIT_MAX_OUTPUTS and default_split_factor(extents[0]) > 1
 
 
 def _splits_in_chunks(op: OpInfo, schedule: OpSchedule) -> bool:
