@@ -204,9 +204,20 @@ def _precompile_peers(jobs: list[Path], workers: int) -> None:
         list(pool.map(one, jobs))
 
 
+def _measure_one(level: int, problem: Path, out: Path, timeout_s: float) -> MeasureRow:
+    from workers.measure import measure_iteration
+
+    result = measure_iteration(str(job_dir(out, level, problem)), 0, profile=False, timeout_s=timeout_s)
+    row = MeasureRow(problem.stem, level, result.status, correct=bool(result.correct),
+                     ours_us=_us(result.time), eager_us=_us(result.eager), compiled_us=_us(result.compiled),
+                     max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300])
+    print(f"level{level}/{problem.stem}: {row.status}, ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, "
+          f"torch.compile {row.compiled_us:.1f}", file=sys.stderr, flush=True)
+    return row
+
+
 def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s: float,
                 budget_s: float, peer_workers: int) -> list[MeasureRow]:
-    from workers.measure import measure_iteration
     from workers.records import CompileResult
 
     started = time.monotonic()
@@ -220,32 +231,42 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
             rows[path] = MeasureRow(problem.stem, level, "not compiled")
         else:
             compiled.append((level, problem))
-    print(f"measuring {len(compiled)} compiled problems; torch.compile of each first, {peer_workers} at a time",
-          file=sys.stderr, flush=True)
-    _precompile_peers([job_dir(out, level, p) for level, p in compiled], peer_workers)
-    for level, problem in compiled:
-        if time.monotonic() - started > budget_s:
-            print(f"budget of {budget_s:.0f} s spent: level{level}/{problem.stem} and the rest are unrun",
-                  file=sys.stderr)
+    print(f"measuring {len(compiled)} compiled problems, {peer_workers} at a time: torch.compile of each batch "
+          "in parallel, then the batch's timings one by one", file=sys.stderr, flush=True)
+    # batches, so that a budget that ends mid-run leaves measured rows (the next run resumes from them)
+    # and no peer compiles that nothing times
+    measured = 0
+
+    def spent(level: int, problem: Path) -> bool:
+        if time.monotonic() - started <= budget_s:
+            return False
+        print(f"budget of {budget_s:.0f} s spent: level{level}/{problem.stem} and the "
+              f"{len(compiled) - measured - 1} after it are unrun", file=sys.stderr)
+        return True
+
+    for start in range(0, len(compiled), peer_workers):
+        batch = compiled[start:start + peer_workers]
+        if spent(*batch[0]):
             break
-        result = measure_iteration(str(job_dir(out, level, problem)), 0, profile=False, timeout_s=timeout_s)
-        row = MeasureRow(problem.stem, level, result.status, correct=bool(result.correct),
-                         ours_us=_us(result.time), eager_us=_us(result.eager), compiled_us=_us(result.compiled),
-                         max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300])
-        path = row_path(out, level, problem, "measure")
-        path.write_text(row.to_json(indent=2))
-        rows[path] = row
-        print(f"level{level}/{problem.stem}: {row.status}, ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, "
-              f"torch.compile {row.compiled_us:.1f}", file=sys.stderr, flush=True)
+        _precompile_peers([job_dir(out, level, p) for level, p in batch], peer_workers)
+        for level, problem in batch:
+            if spent(level, problem):
+                return list(rows.values())
+            path = row_path(out, level, problem, "measure")
+            rows[path] = _measure_one(level, problem, out, timeout_s)
+            path.write_text(rows[path].to_json(indent=2))
+            measured += 1
     return list(rows.values())
 
 
 MEASURE_NEEDS = ("model.py", "model_info.json", "v0/config.json", "v0/kernels.ptx", "v0/compile_result.json")
+MEASURED = ("reference_timing.json",)  # the peers' times of an earlier run, which a resumed run reuses
 
 
 def pack(items: list[tuple[int, Path]], out: Path, archive: Path) -> int:
-    """What `measure` needs of each compiled problem (the rows and MEASURE_NEEDS of its job folder), as a
-    .tar.xz to carry to a GPU node, which unpacks it in its working tree. Returns the problems packed."""
+    """What `measure` needs of each compiled problem (the rows and MEASURE_NEEDS of its job folder), with
+    what earlier measure runs left (their rows and MEASURED), as a .tar.xz to carry to a GPU node, which
+    unpacks it in its working tree. Returns the problems packed."""
     import tarfile
 
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -255,7 +276,10 @@ def pack(items: list[tuple[int, Path]], out: Path, archive: Path) -> int:
             row = row_path(out, level, problem, "compile")
             if not CompileRow.from_json(row.read_text()).ok:
                 continue
-            for path in (row, *(job_dir(out, level, problem) / name for name in MEASURE_NEEDS)):
+            job = job_dir(out, level, problem)
+            earlier = [path for path in (row_path(out, level, problem, "measure"), *(job / n for n in MEASURED))
+                       if path.exists()]
+            for path in (row, *(job / name for name in MEASURE_NEEDS), *earlier):
                 tar.add(path, arcname=str(path.relative_to(out.parent)))
             packed += 1
     return packed
@@ -364,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--level", type=int, nargs="+", choices=LEVELS, default=list(LEVELS))
         p.add_argument("--out", type=Path, default=Path("kb-out"), help="job folders and rows (default kb-out)")
         p.add_argument("--record", help="append the table, dated, with device, commit and command, to FILE")
+        p.add_argument("--sample", type=int, default=1, metavar="N",
+                       help="every Nth problem of each level by its suite number (1, 1+N, ...), for a run "
+                            "shorter than the whole suite (default 1: all)")
         if name in ("compile", "measure"):
             p.add_argument("--again", action="store_true", help="redo problems that have a recorded row")
     sub.choices["compile"].add_argument("--failed", action="store_true", help="redo the problems that failed")
@@ -383,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         levels = sorted({_level_of(Path(f)) for f in args.problems}) if args.problems else args.level
         items, where = recorded(args.out, levels, args.problems), f"the compile rows in {args.out}"
+    items = [(level, p) for level, p in items if (_number(p.stem)[0] - 1) % args.sample == 0]
     if not items:
         parser.error(f"no problems found in {where}")
     if args.command == "compile":

@@ -39,6 +39,21 @@ def test_compile_records_a_row_per_problem_resumes_and_packs_what_a_gpu_node_nee
         names = set(tar.getnames())
     assert {f"kb/level0/mse_loss/{n}" for n in kernelbench.MEASURE_NEEDS} | {"kb/level0/mse_loss.compile.json"} <= names
     assert not any("long_lstm" in n for n in names)
+    # what a GPU node measured travels with the next pack, so that the next node resumes after it
+    (out / "level0" / "mse_loss.measure.json").write_text(MeasureRow("mse_loss", 0, "ok", correct=True).to_json())
+    (out / "level0" / "mse_loss" / "reference_timing.json").write_text("{}")
+    harness("pack", *models, "--out", str(out), "--to", str(tmp_path / "jobs.tar.xz"))
+    with tarfile.open(tmp_path / "jobs.tar.xz") as tar:
+        assert {"kb/level0/mse_loss.measure.json", "kb/level0/mse_loss/reference_timing.json"} <= set(tar.getnames())
+
+
+def test_sample_takes_every_nth_problem_of_a_level(tmp_path):
+    (tmp_path / "level1").mkdir()
+    for n in range(1, 8):
+        row = CompileRow(f"{n}_P", 1, ok=True, stage="done")
+        (tmp_path / "level1" / f"{n}_P.compile.json").write_text(row.to_json())
+    done = harness("table", "--out", str(tmp_path), "--level", "1", "--sample", "3")
+    assert "| 1 | 3 | 3 (100%) | - |" in done.stdout, done.stdout + done.stderr  # 1, 4 and 7
 
 
 def test_a_problem_past_its_time_limit_is_recorded_with_that_reason(tmp_path):
