@@ -10,8 +10,8 @@ from typing import Callable
 
 from rules.guide import load
 from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, WARPGROUP_THREADS,
-                             OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_aligned, img2col_applies,
-                             reduction_extents, warp_can_merge, wgmma_k_step)
+                             OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_applies,
+                             reduction_extents, tile_error, warp_can_merge, wgmma_k_step)
 from workers.target import Target
 
 
@@ -25,13 +25,9 @@ def _threads(block: list[int], thread: list[int], op: OpInfo) -> int:
 
 
 def _valid(block: list[int], thread: list[int], op: OpInfo) -> bool:
-    for b, t, r in zip(block, thread, op.loop_ranges):
-        if (b and r % b) or (t and (b or r) % t) or b < 0 or t < 0:
-            return False
-    for b, t, extents in zip(block, thread, op.tile_alignments):  # an img2col gather's index arithmetic
-        if not all(img2col_aligned(tile, extents) for tile in (b, t) if tile):
-            return False
-    return _bound("min_threads") <= _threads(block, thread, op) <= _bound("max_threads")
+    """Tiles the compile stage takes (tile_error) within guide.json's thread bounds."""
+    return tile_error(block, thread, op) is None and \
+        _bound("min_threads") <= _threads(block, thread, op) <= _bound("max_threads")
 
 
 def _parallel_dims(op: OpInfo, s: OpSchedule) -> list[int]:

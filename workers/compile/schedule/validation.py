@@ -8,7 +8,8 @@ from workers.compile.schedule.templates import img2col_op, reductions_trail, spl
 from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
                                             MAX_GRID_X)
 from workers.compile.tensor_core import MmaPlan, plan_mma
-from workers.records import WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, reduction_extents, warp_can_merge
+from workers.records import (WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, reduction_extents, tile_error,
+                             warp_can_merge)
 from workers.target import Target
 
 
@@ -74,27 +75,20 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
     for d, (b, t) in enumerate(zip(schedule.block_tile, schedule.thread_tile)):
         if op.iterator_types[d] == "reduction" and (b or t):
             raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
-        if b < 0 or t < 0:
-            raise ScheduleError(f"op {op.index}: loop {d} has a negative tile size")
-        # partial tiles would give per-thread scratch a dynamic size (device malloc in the kernel)
-        extent = op.loop_ranges[d]
-        if (b and extent % b) or (t and (b or extent) % t):
-            raise ScheduleError(f"op {op.index}: loop {d} of extent {extent} is not divided evenly by "
-                                f"block tile {b} and thread tile {t}")
+    if error := tile_error(schedule.block_tile, schedule.thread_tile, op):
+        raise ScheduleError(f"op {op.index}: {error}")
     return block_dims(schedule, op)
 
 
 def _check_img2col_alignment(schedule: OpSchedule, op: OpInfo) -> None:
-    """op: the img2col matmul of a conv (img2col_op), its tile_alignments the gather's."""
+    """op: the img2col matmul of a conv (img2col_op), its tile_alignments the gather's; the parallel
+    loops' tiles are checked with every kernel's (tile_error)."""
     for d, extents in enumerate(op.tile_alignments):
-        is_reduction = op.iterator_types[d] == "reduction"
-        tiles = [schedule.reduction_tile] if is_reduction else [schedule.block_tile[d], schedule.thread_tile[d]]
-        for tile in filter(None, tiles):
-            if not img2col_aligned(tile, extents):
-                what = "reduction_tile" if is_reduction else f"tile {tile} of loop {d}"
-                raise ScheduleError(f"op {op.index}: img2col: the {what} must divide or be a multiple of "
-                                    f"each of {extents}: the gather takes that loop's index apart by them, and "
-                                    "an unaligned tile reads the wrong input elements")
+        if op.iterator_types[d] == "reduction" and schedule.reduction_tile \
+                and not img2col_aligned(schedule.reduction_tile, extents):
+            raise ScheduleError(f"op {op.index}: img2col: the reduction_tile must divide or be a multiple of "
+                                f"each of {extents}: the gather takes that loop's index apart by them, and "
+                                "an unaligned tile reads the wrong input elements")
 
 
 def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> None:
