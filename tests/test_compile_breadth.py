@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from workers.compile import compile_iteration, initial_params, mlir
-from workers.compile.passes import collapse_reduction_loops, registry
+from workers.compile.passes import collapse_reduction_loops, reduce_in_stages, registry
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
 from workers.measure.gpu_run import OutputError, worst_of_draws
@@ -130,6 +130,39 @@ def test_a_reduction_over_several_loops_becomes_one_over_their_product():
     assert [maps[m] for m in generics[0][0].split(", ")] == ["(d0, d1, d2) -> (d0, d1, d2)", "(d0, d1, d2) -> (d0, d2)"]
     assert generics[0][1] == '"parallel", "reduction", "parallel"'
     assert generics[1][1] == '"parallel", "reduction", "reduction", "parallel"'
+
+
+def test_a_reduction_over_loops_that_do_not_collapse_reduces_in_two_stages():
+    """farm-reduce-in-stages on the same module: the sum that collapses is left to
+    farm-collapse-reduction-loops; the one that reads w through dim 2 alone reduces over dim 2 into 4 x 8 x 32
+    partials (dim 1 now parallel, the partials starting at 0), then over dim 1 into the original init."""
+    with mlir.context():
+        module = mlir.parse(REDUCTIONS_OVER_SEVERAL_LOOPS, "two reductions")
+        for step in (reduce_in_stages.NAME, collapse_reduction_loops.NAME):
+            registry.run_step(step, module)
+        assert module.operation.verify()
+        text = str(module)
+    generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}.*?"
+                          r"ins\((.*?)\) outs\((.*?)\)", text)
+    maps = dict(re.findall(r"^(#map\d*) = affine_map<(.*)>$", text, re.M))
+    assert len(generics) == 3
+    _, (stage1_maps, stage1_iterators, _, partials), (stage2_maps, stage2_iterators, stage2_in, stage2_out) = generics
+    assert stage1_iterators == '"parallel", "parallel", "reduction", "parallel"'
+    assert [maps[m] for m in stage1_maps.split(", ")][-1] == "(d0, d1, d2, d3) -> (d0, d1, d3)"
+    assert "tensor<4x8x32xf32>" in partials and "tensor<4x8x32xf32>" in stage2_in
+    assert stage2_iterators == '"parallel", "reduction", "parallel"'
+    assert [maps[m] for m in stage2_maps.split(", ")] == ["(d0, d1, d2) -> (d0, d1, d2)", "(d0, d1, d2) -> (d0, d2)"]
+    assert stage2_out.startswith("%1 ")  # the original init: the fill of 0
+
+
+@pytest.mark.parametrize("name", ["hinge_loss", "channel_mean"])
+def test_a_broadcast_or_strided_reduction_is_spread_over_threads(tmp_path, name):
+    """HingeLoss (KernelBench level 1 #100) and a per-channel mean over N, H, W ran in one thread per output:
+    now a first stage of block reductions, then one over the partials."""
+    _, params, config = compiled(tmp_path, name)
+    stages = [s for s in params.ops if s.family == "reduction"]
+    assert len(stages) == 2 and stages[0].block_reduction, [(s.op_index, s.block_reduction) for s in stages]
+    assert all(math.prod(launch.block) > 1 for launch in config.launches[:2])
 
 
 def test_a_loss_and_a_layernorm_over_several_dims_spread_their_reductions(tmp_path):

@@ -41,7 +41,7 @@ def _maps(o) -> list[ir.AffineMap]:
     return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(o.attributes["indexing_maps"])]
 
 
-def _run_position(amap: ir.AffineMap, loops: list[int]) -> int | None:
+def run_position(amap: ir.AffineMap, loops: list[int]) -> int | None:
     """Where `loops` sit among `amap`'s results as consecutive plain dims in order; -1 where no result
     reads them; None where they are read otherwise."""
     reading = [i for i, e in enumerate(amap.results) if _dims(e) & set(loops)]
@@ -63,7 +63,7 @@ def collapsible_loops(op) -> list[int]:
     if is_contraction(op) or ops_named(o, "linalg.index", first_only=True):
         return []
     for amap, value in zip(_maps(o), o.operands):
-        at = _run_position(amap, loops)
+        at = run_position(amap, loops)
         if at is None or at >= 0 and (not isinstance(value.type, ir.RankedTensorType)
                                       or any(value.type.is_dynamic_dim(at + i) for i in range(len(loops)))):
             return []
@@ -82,7 +82,7 @@ def _collapse(op, loops: list[int]) -> None:
     with ir.InsertionPoint(o), o.location:
         for amap, value in zip(_maps(o), o.operands):
             results = [e.compose(renumber) for e in amap.results]
-            at = _run_position(amap, loops)
+            at = run_position(amap, loops)
             if at >= 0:
                 shape = list(value.type.shape)
                 groups = [[i] for i in range(at)] + [list(range(at, at + len(loops)))] + \

@@ -6,8 +6,8 @@ from typing import Callable
 from workers.compile import host, mlir
 from workers.compile.passes import (alignment, block_sync, collapse_reduction_loops, copy_returned_views,
                                     interleave_columns, k_loops, kernel_arguments, narrow_matmul_operands,
-                                    outline_kernels, reuse_reads, scalar_unit_loop, shared_memory,
-                                    tensor_core_conversion, warp_merge, wgmma)
+                                    outline_kernels, reduce_in_stages, reuse_reads, scalar_unit_loop,
+                                    shared_memory, tensor_core_conversion, warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
@@ -16,6 +16,7 @@ Pass = Callable[[mlir.ir.Module], "list[str] | None"]
 
 PASSES: dict[str, Pass] = {
     "farm-narrow-matmul-operands": narrow_matmul_operands.narrow_matmul_operands,
+    reduce_in_stages.NAME: reduce_in_stages.run,
     collapse_reduction_loops.NAME: collapse_reduction_loops.run,
     scalar_unit_loop.NAME: scalar_unit_loop.run,
     copy_returned_views.NAME: copy_returned_views.run,
