@@ -209,14 +209,39 @@ def test_group_norm_lowers_without_gathers(tmp_path):
     assert len(linalg) < 20_000
 
 
-@pytest.mark.parametrize("name", ["cumsum_reverse", "cross_entropy", "dilated_conv"])
+@pytest.mark.parametrize("name", ["cumsum_reverse", "cross_entropy", "dilated_conv", "topk"])
 def test_scans_gathers_and_dilated_convs_compile_with_every_kernel_on_the_gpu(tmp_path, name):
     """A cumsum is shifted copies (concats, each piece a copy kernel writing its slice in place) and adds; a
     flip or a target's score is a gather the vectorizer takes; img2col takes no dilation, so v0 keeps such
-    a conv direct. (The host check that passed proves no copy was left on the host.)"""
+    a conv direct; a topk is rounds of max-with-index. (The host check that passed proves no copy was left
+    on the host.)"""
     job, params, config = compiled(tmp_path, name)
     assert "tm_tensor" not in (job / "model_linalg.mlir").read_text()
     assert not any(s.img2col for s in params.ops)
+
+
+def test_a_topk_past_its_round_limit_is_refused_with_the_reason(tmp_path):
+    model = tmp_path / "wide_topk.py"
+    model.write_text((BREADTH / "topk.py").read_text().replace("torch.topk(x, 5,", "torch.topk(x, 100,"))
+    with pytest.raises(FrontendError, match="k = 100 takes k reductions over its row here, past the 64"):
+        lower_model(str(model), str(tmp_path / "wide_topk"))
+
+
+def test_an_op_only_torch_mlirs_own_dialect_holds_is_refused_by_name(tmp_path):
+    with pytest.raises(FrontendError, match="lowered part of the model to tm_tensor.sort"):
+        lower_model(str(BREADTH / "sort.py"), str(tmp_path / "sort"))
+
+
+def test_a_small_bf16_matmul_stages_its_tensor_core_tiles(tmp_path):
+    """convert-vector-to-gpu has no bf16 fragments: a bf16 mma.sync kernel reading its operands from global
+    memory failed the conversion (64 rows: too few for v0's larger staged tiles); v0 takes a small staged
+    tile, and a schedule without promote_shared is refused before any transform runs."""
+    job, params, _ = compiled(tmp_path, "bf16_linear_gelu")
+    (matmul,) = [s for s in params.ops if s.tensor_core != "none"]
+    assert matmul.tensor_core == "mma_sync" and matmul.promote_shared
+    matmul.promote_shared = False
+    result = compile_iteration(str(job), 1, params)
+    assert not result.ok and result.stage == "schedule" and "needs promote_shared" in result.error
 
 
 def test_an_output_that_is_a_strided_view_is_copied_by_a_kernel(tmp_path):

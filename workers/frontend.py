@@ -163,12 +163,40 @@ def cumprod_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Ten
     return _scan(x, dim, torch.mul, 1.0, dtype)
 
 
+MAX_TOPK = 64  # topk's decomposition takes k reductions over the row
+
+
+def topk_decomposition(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """torch.topk as k rounds along `dim` of a max, the max's first position, and a mask over the element
+    taken: torch-mlir lowers topk to tm_tensor.sort, which no upstream pass lowers; these are plain linalg
+    reductions and elementwise ops. Values come out sorted (largest first), as sorted=True asks; among
+    equal values the indices may differ from torch's."""
+    if k > MAX_TOPK:
+        raise FrontendError(f"torch.topk with k = {k} takes k reductions over its row here, past the {MAX_TOPK} "
+                            "this compile stage takes: a smaller k lowers")
+    dim = dim % max(x.dim(), 1)
+    work = x if largest else -x
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    positions = torch.arange(x.shape[dim], device=x.device).reshape(shape)
+    values, indices = [], []
+    for _ in range(k):  # max and then its first position: two one-accumulator reductions (no argmax pair)
+        value = torch.amax(work, dim, keepdim=True)
+        index = torch.amin(torch.where(work == value, positions, x.shape[dim]), dim, keepdim=True)
+        values.append(value)
+        indices.append(index)
+        work = torch.where(positions == index, torch.full_like(work, -math.inf), work)
+    value = torch.cat(values, dim)
+    return (value if largest else -value), torch.cat(indices, dim)
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition,
             torch.ops.aten.native_group_norm.default: group_norm_decomposition,
-            torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition}
+            torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition,
+            torch.ops.aten.topk.default: topk_decomposition}
 
 
 _RESOURCES = re.compile(r"\n\{-#\s*dialect_resources:.*#-\}\s*$", re.S)
@@ -306,19 +334,36 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
                 "submission go on.") from None
     seconds = time.perf_counter() - started
     from workers.compile.analysis import analyze
+    from workers.compile.mlir import MlirError
 
     info = ModelInfo(
         name=path.stem, model_path=str(path), ops=[],
         input_shapes=[list(t.shape) for t in tensor_inputs(inputs)],
         input_dtypes=[str(t.dtype).replace("torch.", "") for t in tensor_inputs(inputs)],
         weight_names=names, output_shapes=outputs, export_seconds=round(seconds, 3), seed=seed)
-    info.ops = [f.info for f in analyze(text)]
+    try:
+        info.ops = [f.info for f in analyze(text)]
+    except MlirError as e:
+        raise FrontendError(f"{path.name}: {_unparsed_op(str(e))}") from None
     os.makedirs(job_dir, exist_ok=True)
     # the job folder carries its own copy of the model, so a GPU node needs nothing else to measure it
     write_text(os.path.join(job_dir, MODEL_FILE), path.read_text())
     write_text(os.path.join(job_dir, LINALG_FILE), text)
     write_text(os.path.join(job_dir, MODEL_INFO_FILE), info.to_json(indent=2))
     return info
+
+
+def _unparsed_op(error: str) -> str:
+    """What to say where the compile stage cannot read the lowered model: an op of a dialect these MLIR
+    bindings lack (torch-mlir's tm_tensor: sort, scatter, attention) named as such, else the parser's error."""
+    found = re.search(r"Dialect `(\w+)' not found for custom op '([\w.]+)'", error)
+    if not found:
+        return f"the lowered model cannot be read by the compile stage: {error.splitlines()[0][:300]}"
+    dialect, op = found.groups()
+    return (f"torch-mlir lowered part of the model to {op}, an op of its own {dialect} dialect, which no MLIR "
+            "pass of this compile stage lowers (torch.sort and argsort become tm_tensor.sort, scatter and index_put "
+            "tm_tensor.scatter): rewrite that part with other PyTorch ops or leave this model out; the other models "
+            "of the submission go on")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ class LinalgOpFacts:
     n_inputs: int  # operand index of the first init
     single_use: bool  # its result has exactly one use
     input_dtypes: list[str] = field(default_factory=list)  # element type per input operand
+    # its reduction folds each value into one accumulator (mlir.reduction_combiner), so it splits into
+    # partials over threads or blocks; an argmax's value-and-index pair does not
+    splittable: bool = False
     lines: list[int] = field(default_factory=list)  # lines of model_linalg.mlir it comes from (mlir.source_lines)
 
 
@@ -114,6 +117,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
                 init_producer=producers[n_inputs] if len(producers) > n_inputs else None,
                 n_inputs=n_inputs,
                 single_use=len(list(result.uses)) == 1,
+                splittable="reduction" in iterators and mlir.reduction_combiner(op) is not None,
                 input_dtypes=[str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)
                               else str(v.type) for v in o.operands[:n_inputs]],
                 lines=mlir.source_lines(named_op.operation),

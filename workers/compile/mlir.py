@@ -127,6 +127,32 @@ def rebuilt_generic(generic, inputs: list[ir.Value], inits: list[ir.Value], maps
     return new
 
 
+# the operations a reduction's body may fold a value into its accumulator with, such that the reduction
+# splits into partials (upstream's split_reduction and tile_reduction_using_forall recognize these)
+COMBINING_OPS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf",
+                 "arith.addi", "arith.muli", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui",
+                 "arith.andi", "arith.ori", "arith.xori")
+
+
+def reduction_combiner(generic) -> str | None:
+    """The operation a one-result linalg.generic folds each value into its accumulator with, where its
+    body ends `acc <op> value` (or `value <op> acc`), reads the accumulator nowhere else and no loop
+    index (an argmax's value-and-index pair does not split); else None."""
+    o = generic.operation
+    if len(o.results) != 1 or ops_named(o, "linalg.index", first_only=True):
+        return None
+    block = o.regions[0].blocks[0]
+    acc = block.arguments[len(block.arguments) - 1]
+    owner = list(block.operations)[-1].operands[0].owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation
+    uses = [use.owner for use in acc.uses]
+    if owner.name not in COMBINING_OPS or len(uses) != 1 or uses[0] != owner or list(owner.operands).count(acc) != 1:
+        return None
+    return owner.name
+
+
 EXTENSIONS = ("arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp")
 
 

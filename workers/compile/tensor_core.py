@@ -136,6 +136,10 @@ def plan_mma(s: OpSchedule, anchor, producer, facts, target: Target) -> MmaPlan:
             or matmul.info.dtype not in ACCUMULATOR_BYTES:
         raise ValueError(f"mma_sync takes f16 x f16 and bf16 x bf16 -> f16/f32 and (as TF32) f32 x f32 -> f32 matmuls; op "
                          f"{matmul.info.index} is {' x '.join(matmul.input_dtypes)} -> {matmul.info.dtype}")
+    if operand == "bf16" and s.tensor_core == "mma_sync" and not s.promote_shared:
+        raise ValueError("bf16 mma.sync reads its operands from tiles in shared memory (convert-vector-to-gpu has "
+                         "no bf16 fragments; farm-tensor-core-conversion types the staged tiles f16): it needs "
+                         "promote_shared")
     mma_k = MMA_SHAPES[operand][2]
     m, n, k = matmul.info.loop_ranges
     block = tuple(s.block_tile[:2])

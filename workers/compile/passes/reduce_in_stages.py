@@ -25,13 +25,13 @@ import math
 
 from numba_cuda_mlir._mlir.dialects import arith, linalg, tensor
 
-from workers.compile.mlir import ir, is_contraction, main_func, ops_named, rebuilt_generic
+from workers.compile.mlir import ir, is_contraction, main_func, rebuilt_generic, reduction_combiner
 from workers.compile.passes.collapse_reduction_loops import collapsible_loops, run_position
 
 NAME = "farm-reduce-in-stages"
 # more outputs than this fill the GPU with one thread each (132 SMs x 256 threads)
 STAGE_MAX_OUTPUTS = 1 << 15
-# the accumulator's operation -> its identity, the partials' start
+# the float accumulators' operations (mlir.reduction_combiner) -> their identity, the partials' start
 COMBINERS = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": -math.inf, "arith.maxnumf": -math.inf,
              "arith.minimumf": math.inf, "arith.minnumf": math.inf}
 
@@ -50,23 +50,6 @@ def _maps(o) -> list[ir.AffineMap]:
     return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(o.attributes["indexing_maps"])]
 
 
-def combiner(op) -> str | None:
-    """The operation that folds each value into the accumulator, where the body ends `acc <op> value`
-    (or `value <op> acc`) and reads the accumulator nowhere else; else None."""
-    o = op.operation
-    block = o.regions[0].blocks[0]
-    acc = block.arguments[len(block.arguments) - 1]
-    owner = list(block.operations)[-1].operands[0].owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = owner.operation
-    name = owner.name
-    uses = [use.owner for use in acc.uses]
-    if name not in COMBINERS or len(uses) != 1 or uses[0] != owner or list(owner.operands).count(acc) != 1:
-        return None
-    return name
-
-
 def staged_loops(op) -> tuple[list[int], list[int]] | None:
     """(the first stage's reduction loops, the second's) of `op` where it reduces in two stages (see the
     module's docstring); else None."""
@@ -76,7 +59,7 @@ def staged_loops(op) -> tuple[list[int], list[int]] | None:
     if len(loops) < 2 or len(o.results) != 1 or not isinstance(o.results[0].type.element_type, ir.FloatType) \
             or collapsible_loops(op):
         return None
-    if is_contraction(op) or ops_named(o, "linalg.index", first_only=True) or combiner(op) is None:
+    if is_contraction(op) or reduction_combiner(op) not in COMBINERS:
         return None
     if not all(isinstance(e, ir.AffineDimExpr) for m in _maps(o) for e in m.results):
         return None
@@ -119,7 +102,7 @@ def _split(op, inner: list[int], outer: list[int]) -> None:
     kept = [d for d in range(n_loops) if d not in inner]  # the partials' dims, in loop order
     init = o.operands[n_inputs]
     element = init.type.element_type
-    name = combiner(op)
+    name = reduction_combiner(op)
     with ir.InsertionPoint(o), o.location:
         identity = arith.ConstantOp(element, ir.FloatAttr.get(element, COMBINERS[name])).result
         empty = tensor.EmptyOp([ranges[d] for d in kept], element).result

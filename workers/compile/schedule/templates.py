@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-
+from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.tiles import (MAX_THREADS, TARGET_THREADS, ScheduleError, largest_divisor_at_most,
                                             vector_elements, grid_blocks, threads_per_loop)
 from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, OpInfo, OpSchedule, default_split_factor,
@@ -19,10 +19,13 @@ PARTIAL_LOADS = 8  # elements a thread of a partial-reduction kernel loads at on
 MERGE_LOADS = 8  # partials a thread of a merge kernel loads at once
 
 
-def wants_split(op: OpInfo) -> bool:
+def wants_split(facts: LinalgOpFacts) -> bool:
     """A row-like reduction (not a named matmul/conv/pooling, which v0 tiles otherwise) with few outputs
     and a long reduction loop that splits (an even extent: an odd one, e.g. 13 x 29 x 29 collapsed, keeps
-    a thread per output)."""
+    a thread per output; one accumulator: an argmax keeps a thread per output)."""
+    op = facts.info
+    if not facts.splittable:
+        return False
     extents = reduction_extents(op)
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
     return op.name == "linalg.generic" and len(extents) == 1 and extents[0] >= SPLIT_MIN_EXTENT \

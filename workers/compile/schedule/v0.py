@@ -27,7 +27,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         return transpose
     schedule = default_op_schedule(facts[g.anchor].info, family)
     member = reduction_member(g, facts)
-    if member is not None and wants_split(facts[member].info):
+    if member is not None and wants_split(facts[member]):
         # the kernel merges a few partials per output: one output per thread, whatever the family
         schedule = dataclasses.replace(default_op_schedule(facts[g.anchor].info, "reduction"), family=family)
         schedule.split_reduction = default_split_factor(reduction_extents(facts[member].info)[0])
@@ -88,7 +88,8 @@ _HALF_MMA_TILES = [MmaTiles((128, 256), (64, 256), 64, True, 3, fills_gpu=True, 
                    MmaTiles((128, 64), (64, 32), 32, True), *_UNSTAGED_MMA_TILES]
 V0_MMA_TILES = {
     "f16": _HALF_MMA_TILES,
-    "bf16": _HALF_MMA_TILES,
+    # bf16 takes no unstaged tile (plan_mma): small ones staged instead, for matrices of 32-64 rows
+    "bf16": [*_HALF_MMA_TILES, MmaTiles((64, 64), (32, 32), 32, True), MmaTiles((32, 32), (16, 16), 16, True)],
     "f32": [MmaTiles((128, 256), (64, 256), 32, True, 3, fills_gpu=True, instruction="wgmma"),
             MmaTiles((128, 64), (64, 64), 32, True, 2, copies_ahead=True), MmaTiles((128, 64), (64, 32), 16, True),
             *_UNSTAGED_MMA_TILES]}
@@ -163,7 +164,7 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, 
     block_reduction_threads(K) threads reducing its K elements; None where it does not apply or a
     split fills more of the GPU's `sms`."""
     op = facts[g.anchor].info
-    if reduction_member(g, facts) != g.anchor or not wants_split(op):
+    if reduction_member(g, facts) != g.anchor or not wants_split(facts[g.anchor]):
         return None
     extent = reduction_extents(op)[0]
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
