@@ -114,6 +114,9 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         f'    %tiled = transform.structured.match ops{{["scf.forall"]}} in %func : ({ANY}) -> {ANY}',
         f"    transform.apply_cse to %tiled : {ANY}",
         *hoists,
+        # a kernel writing a piece of a concat into a tensor.empty of its own (canonicalization folds a slice
+        # of an empty tensor into one) writes into the concat's slice instead, else the host copies it there
+        f"    transform.bufferization.eliminate_empty_tensors %func : {ANY}",
         f'    %empties = transform.structured.match ops{{["tensor.empty"]}} in %root : ({ANY}) -> !transform.op<"tensor.empty">',
         '    transform.bufferization.empty_tensor_to_alloc_tensor %empties : (!transform.op<"tensor.empty">) '
         '-> !transform.op<"bufferization.alloc_tensor">',
