@@ -209,12 +209,13 @@ def test_group_norm_lowers_without_gathers(tmp_path):
     assert len(linalg) < 20_000
 
 
-@pytest.mark.parametrize("name", ["cumsum_reverse", "cross_entropy", "dilated_conv", "topk", "concat_pieces"])
+@pytest.mark.parametrize("name", ["cumsum_reverse", "cross_entropy", "dilated_conv", "topk", "concat_pieces",
+                                  "short_rows"])
 def test_scans_gathers_and_dilated_convs_compile_with_every_kernel_on_the_gpu(tmp_path, name):
     """A cumsum is shifted copies (concats, each piece a copy kernel writing its slice in place) and adds; a
     flip or a target's score is a gather the vectorizer takes; img2col takes no dilation, so v0 keeps such
-    a conv direct; a topk is rounds of max-with-index; a concat's pieces are written in place. (The host
-    check that passed proves no copy was left on the host.)"""
+    a conv direct; a topk is rounds of max-with-index; a concat's pieces are written in place; rows of 10
+    get no row kernel. (The host check that passed proves no copy was left on the host.)"""
     job, params, config = compiled(tmp_path, name)
     assert "tm_tensor" not in (job / "model_linalg.mlir").read_text()
     assert not any(s.img2col for s in params.ops)

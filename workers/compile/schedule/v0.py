@@ -215,8 +215,10 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
         members = None if i in taken else row_kernel_members(i, facts)
         if members is None or sum(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members) > max_reductions:
             continue
-        taken.update(members)
         columns = f.info.loop_ranges[1]
+        if row_kernel_threads(columns) < 2:  # rows too short to share (under 16 columns): a kernel per op
+            continue
+        taken.update(members)
         reductions = [facts[m].info for m in members if facts[m].info.iterator_types == ROW_LOOPS[1]]
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
         row = OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0], vectorize=True,
