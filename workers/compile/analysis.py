@@ -49,17 +49,6 @@ def _family(name: str, iterator_types: list[str]) -> str:
     return "reduction" if "reduction" in iterator_types else "elementwise"
 
 
-def _loop_ranges(maps: list, shapes: list[list[int]], n_loops: int) -> list[int]:
-    ranges = [0] * n_loops
-    for amap, shape in zip(maps, shapes):
-        for expr, size in zip(amap.results, shape):
-            try:
-                ranges[ir.AffineDimExpr(expr).position] = size
-            except ValueError:  # a compound expression (e.g. conv input h + kh) fixes no range
-                continue
-    return ranges
-
-
 def linalg_ops(func) -> list:
     return [op for op in func.regions[0].blocks[0].operations if op.operation.name.startswith("linalg.")]
 
@@ -91,11 +80,11 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
         facts = []
         for i, (named_op, op) in enumerate(zip(named_ops, generic_ops)):
             o = op.operation
-            maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(o.attributes["indexing_maps"])]
-            iterators = [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(o.attributes["iterator_types"])]
+            maps = mlir.indexing_maps(op)
+            iterators = mlir.iterator_types(op)
             shapes = [list(v.type.shape) if isinstance(v.type, ir.ShapedType) else [] for v in o.operands]
             n_inputs = len(o.operands) - len(o.results)
-            ranges = _loop_ranges(maps, shapes, len(iterators))
+            ranges = mlir.loop_ranges(maps, shapes, len(iterators))
             producers = []
             for v in o.operands:
                 owner = v.owner if isinstance(v.owner, ir.Operation) else getattr(v.owner, "operation", None)

@@ -127,6 +127,27 @@ def rebuilt_generic(generic, inputs: list[ir.Value], inits: list[ir.Value], maps
     return new
 
 
+def indexing_maps(op) -> list[ir.AffineMap]:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
+
+
+def iterator_types(op) -> list[str]:
+    """"parallel" / "reduction" per loop of a linalg op."""
+    return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.operation.attributes["iterator_types"])]
+
+
+def loop_ranges(maps: list, shapes: list[list[int]], n_loops: int) -> list[int]:
+    """Each loop's extent, read off the operand dims that are that loop (0 where none is)."""
+    ranges = [0] * n_loops
+    for amap, shape in zip(maps, shapes):
+        for expr, size in zip(amap.results, shape):
+            try:
+                ranges[ir.AffineDimExpr(expr).position] = size
+            except ValueError:  # a compound expression (e.g. conv input h + kh) fixes no range
+                continue
+    return ranges
+
+
 # the operations a reduction's body may fold a value into its accumulator with, such that the reduction
 # splits into partials (upstream's split_reduction and tile_reduction_using_forall recognize these)
 COMBINING_OPS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf",

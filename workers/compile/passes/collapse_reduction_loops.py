@@ -18,7 +18,8 @@ import math
 
 from numba_cuda_mlir._mlir.dialects import tensor
 
-from workers.compile.mlir import ir, is_contraction, main_func, ops_named, rebuilt_generic
+from workers.compile.mlir import (ir, indexing_maps, is_contraction, iterator_types, main_func, ops_named,
+                                  rebuilt_generic)
 
 NAME = "farm-collapse-reduction-loops"
 
@@ -37,10 +38,6 @@ def _dims(expr: ir.AffineExpr) -> set[int]:
     return set()
 
 
-def _maps(o) -> list[ir.AffineMap]:
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(o.attributes["indexing_maps"])]
-
-
 def run_position(amap: ir.AffineMap, loops: list[int]) -> int | None:
     """Where `loops` sit among `amap`'s results as consecutive plain dims in order; -1 where no result
     reads them; None where they are read otherwise."""
@@ -56,13 +53,13 @@ def run_position(amap: ir.AffineMap, loops: list[int]) -> int | None:
 def collapsible_loops(op) -> list[int]:
     """The run of reduction loops of `op` that collapses into one (see the module's docstring), or []."""
     o = op.operation
-    iterators = [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(o.attributes["iterator_types"])]
+    iterators = iterator_types(op)
     loops = [d for d, it in enumerate(iterators) if it == "reduction"]
     if len(loops) < 2 or loops != list(range(loops[0], loops[-1] + 1)):
         return []
     if is_contraction(op) or ops_named(o, "linalg.index", first_only=True):
         return []
-    for amap, value in zip(_maps(o), o.operands):
+    for amap, value in zip(indexing_maps(op), o.operands):
         at = run_position(amap, loops)
         if at is None or at >= 0 and (not isinstance(value.type, ir.RankedTensorType)
                                       or any(value.type.is_dynamic_dim(at + i) for i in range(len(loops)))):
@@ -80,7 +77,7 @@ def _collapse(op, loops: list[int]) -> None:
     n_inputs = len(o.operands) - len(o.results)
     operands, maps = [], []
     with ir.InsertionPoint(o), o.location:
-        for amap, value in zip(_maps(o), o.operands):
+        for amap, value in zip(indexing_maps(op), o.operands):
             results = [e.compose(renumber) for e in amap.results]
             at = run_position(amap, loops)
             if at >= 0:

@@ -25,7 +25,8 @@ import math
 
 from numba_cuda_mlir._mlir.dialects import arith, linalg, tensor
 
-from workers.compile.mlir import ir, is_contraction, main_func, rebuilt_generic, reduction_combiner
+from workers.compile.mlir import (ir, indexing_maps, is_contraction, iterator_types, loop_ranges, main_func,
+                                  rebuilt_generic, reduction_combiner)
 from workers.compile.passes.collapse_reduction_loops import collapsible_loops, run_position
 
 NAME = "farm-reduce-in-stages"
@@ -42,51 +43,39 @@ def run(module: ir.Module) -> None:
             _split(op, *stages)
 
 
-def _iterators(o) -> list[str]:
-    return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(o.attributes["iterator_types"])]
-
-
-def _maps(o) -> list[ir.AffineMap]:
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(o.attributes["indexing_maps"])]
-
-
 def staged_loops(op) -> tuple[list[int], list[int]] | None:
     """(the first stage's reduction loops, the second's) of `op` where it reduces in two stages (see the
     module's docstring); else None."""
     o = op.operation
-    iterators = _iterators(o)
+    iterators = iterator_types(op)
     loops = [d for d, it in enumerate(iterators) if it == "reduction"]
     if len(loops) < 2 or len(o.results) != 1 or not isinstance(o.results[0].type.element_type, ir.FloatType) \
             or collapsible_loops(op):
         return None
     if is_contraction(op) or reduction_combiner(op) not in COMBINERS:
         return None
-    if not all(isinstance(e, ir.AffineDimExpr) for m in _maps(o) for e in m.results):
+    if not all(isinstance(e, ir.AffineDimExpr) for m in indexing_maps(op) for e in m.results):
         return None
     if not all(isinstance(v.type, ir.RankedTensorType) and v.type.has_static_shape for v in o.operands):
         return None
-    ranges = loop_ranges(op)
+    ranges = _loop_ranges(op)
     if ranges is None or math.prod(r for r, it in zip(ranges, iterators) if it == "parallel") >= STAGE_MAX_OUTPUTS:
         return None
     start = len(loops) - 1
     while start > 0 and loops[start - 1] == loops[start] - 1:
         start -= 1
     start = max(start, 1)  # the second stage keeps at least one loop
-    maps = _maps(o)
+    maps = indexing_maps(op)
     while start < len(loops) - 1 and any(run_position(m, loops[start:]) is None for m in maps):
         start += 1  # a run that farm-collapse-reduction-loops can make one loop
     return loops[start:], loops[:start]
 
 
-def loop_ranges(op) -> list[int] | None:
-    """Each loop's extent, read off the first operand dim that is that loop; None where a loop has none."""
+def _loop_ranges(op) -> list[int] | None:
+    """Each loop's extent; None where an operand dim fixes none."""
     o = op.operation
-    ranges: dict[int, int] = {}
-    for amap, value in zip(_maps(o), o.operands):
-        for i, e in enumerate(amap.results):
-            ranges.setdefault(e.position, value.type.shape[i])
-    n = len(_iterators(o))
-    return [ranges[d] for d in range(n)] if len(ranges) == n else None
+    ranges = loop_ranges(indexing_maps(op), [list(v.type.shape) for v in o.operands], len(iterator_types(op)))
+    return None if 0 in ranges else ranges
 
 
 def _renumbered(amap: ir.AffineMap, kept: list[int]) -> ir.AffineMap:
@@ -95,9 +84,9 @@ def _renumbered(amap: ir.AffineMap, kept: list[int]) -> ir.AffineMap:
 
 def _split(op, inner: list[int], outer: list[int]) -> None:
     o = op.operation
-    iterators = _iterators(o)
-    ranges = loop_ranges(op)
-    maps = _maps(o)
+    iterators = iterator_types(op)
+    ranges = _loop_ranges(op)
+    maps = indexing_maps(op)
     n_loops, n_inputs = len(iterators), len(o.operands) - 1
     kept = [d for d in range(n_loops) if d not in inner]  # the partials' dims, in loop order
     init = o.operands[n_inputs]
