@@ -63,11 +63,22 @@ TF32_VARIANTS = [
     Variant("two warpgroups of 64x128, 4 stages", "matmul",
             {"block_tile": [128, 128], "thread_tile": [64, 128], "pipeline_depth": 4}),
 ]
-# v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32
+# v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32; then its
+# operand tiles staged in shared memory (promote_shared, schedule/staged_matmul.py)
 SIMT_VARIANTS = [
     Variant("K16", "matmul", {"reduction_tile": 16}),
     Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
+    Variant("staged", "matmul", {"promote_shared": True}),
+    Variant("staged, K16", "matmul", {"promote_shared": True, "reduction_tile": 16}),
+    Variant("staged, 8x4 per thread, 128x64 block, K16", "matmul",
+            {"promote_shared": True, "block_tile": [128, 64], "thread_tile": [8, 4], "reduction_tile": 16}),
+    Variant("staged, 8x8 per thread, 128x128 block, K8", "matmul",
+            {"promote_shared": True, "block_tile": [128, 128], "thread_tile": [8, 8], "reduction_tile": 8}),
+    Variant("staged, 8x8 per thread, 128x128 block, K16", "matmul",
+            {"promote_shared": True, "block_tile": [128, 128], "thread_tile": [8, 8], "reduction_tile": 16}),
 ]
+# KernelBench's f32 GEMM shapes, with and without an epilogue and a batch: v0 and its tiles staged
+SIMT_STAGED_VARIANTS = SIMT_VARIANTS[2:]
 # the zoo's small f16 matmuls keep mma.sync v0 (128x64 blocks of two 64x64 warps, K32, 3 stages): wgmma's
 # 128x128 blocks would not fill the GPU
 SMALL_MMA_VARIANTS = [
@@ -146,6 +157,10 @@ SWEEPS = {
     "linear_bias_f16": Sweep(ZOO / "linear_bias_f16.py", SMALL_MMA_VARIANTS[:1]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
     "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS),
+    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", SIMT_STAGED_VARIANTS),
+    "matmul_batched": Sweep(ZOO / "matmul_batched.py", [
+        Variant(x.name, x.family, {k: [1 if k == "block_tile" else 0, *v] if isinstance(v, list) else v
+                                   for k, v in x.fields.items()}) for x in SIMT_STAGED_VARIANTS]),
     "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", MMA_VARIANTS),
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
     "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),

@@ -1,6 +1,7 @@
 """Schedule parameters: one edit changes one thing, and each knob reaches the generated code."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -15,7 +16,7 @@ from workers.records import OpInfo, OpSchedule, ScheduleEdit
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    return lower_zoo(tmp_path_factory, "matmul_square", "elementwise_chain")
+    return lower_zoo(tmp_path_factory, "matmul_square", "elementwise_chain", "mlp")
 
 
 def test_apply_edit_changes_exactly_one_field(jobs):
@@ -65,16 +66,53 @@ def test_reduction_tile_and_fp_contraction_reach_the_ptx(jobs):
     assert "fma.rn.f32" in (v2 / "kernels.ptx").read_text()
 
 
-@pytest.mark.parametrize("field, value, reason", [
-    ("tensor_core", "mma_sync", 'f32 matmuls run on tensor cores as TF32, which needs precision "tf32"'),
-    ("promote_shared", True, "not expressible"),
-    ("thread_tile", [1, 1, 0], "exceed 1024"),
+@pytest.mark.parametrize("model, field, value, reason", [
+    ("matmul_square", "tensor_core", "mma_sync", 'f32 matmuls run on tensor cores as TF32, which needs precision "tf32"'),
+    ("matmul_square", "thread_tile", [1, 1, 0], "exceed 1024"),
+    ("elementwise_chain", "promote_shared", True, "promote_shared stages a matmul's operands"),
 ])
-def test_unsupported_or_invalid_knobs_fail_at_the_schedule_stage(jobs, field, value, reason):
-    job = str(jobs / "matmul_square")
-    shutil.rmtree(jobs / "matmul_square" / "v3", ignore_errors=True)
-    result = compile_iteration(job, 3, apply_edit(initial_params(job), ScheduleEdit(1, field, value)))
+def test_unsupported_or_invalid_knobs_fail_at_the_schedule_stage(jobs, model, field, value, reason):
+    job = str(jobs / model)
+    shutil.rmtree(jobs / model / "v3", ignore_errors=True)
+    params = initial_params(job)
+    result = compile_iteration(job, 3, apply_edit(params, ScheduleEdit(params.ops[0].op_index, field, value)))
     assert not result.ok and result.stage == "schedule" and reason in result.error
+
+
+def _ptx_counts(vdir) -> dict[str, int]:
+    text = (vdir / "kernels.ptx").read_text()
+    return {i: len(re.findall(rf"\b{re.escape(i)}\b", text))
+            for i in ("ld.global.v4.b32", "ld.shared.v4.b32", "st.shared.v4.b32", "ld.local", "st.local")}
+
+
+def test_promote_shared_stages_a_simt_matmuls_operand_tiles_in_shared_memory(jobs):
+    """The 1024^2 f32 matmul's block copies each K step's A and B tiles into shared memory with 128-bit
+    loads, its threads read their register tiles from there, and each thread's accumulators stay in
+    registers across the K loop: an eighth of v0's global loads, none through local memory."""
+    job = jobs / "matmul_square"
+    params = initial_params(str(job))
+    staged = apply_edit(params, ScheduleEdit(params.ops[0].op_index, "promote_shared", True))
+    for version, p in ((20, params), (21, staged)):
+        assert compile_iteration(str(job), version, p).ok
+    v0, v1 = _ptx_counts(job / "v20"), _ptx_counts(job / "v21")
+    assert v0["ld.shared.v4.b32"] == 0 and v1["ld.shared.v4.b32"] > 0 and v1["st.shared.v4.b32"] > 0
+    assert v1["ld.global.v4.b32"] * 8 <= v0["ld.global.v4.b32"]
+    assert v1["ld.local"] == v1["st.local"] == 0
+    assert "scf.for" in (job / "v21" / "gpu.mlir").read_text().split("gpu.func")[1]
+
+
+def test_a_staged_matmul_fused_into_its_epilogue_keeps_its_tile_in_shared_memory(jobs):
+    """The MLP's first Linear + ReLU (the f32 accumulator's fill and the ReLU's output once one tensor.empty,
+    farm-separate-fill-inits): the matmul's block tile is a third shared array beside A's and B's tiles,
+    not a per-thread copy of the output slice."""
+    job = jobs / "mlp"
+    params = initial_params(str(job))
+    group = next(s for s in params.ops if s.family == "matmul" and not s.split_reduction)
+    result = compile_iteration(str(job), 22, apply_edit(params, ScheduleEdit(group.op_index, "promote_shared", True)))
+    assert result.ok, result.error
+    gpu = (job / "v22" / "gpu.mlir").read_text()
+    assert "memref.alloca" not in gpu
+    assert len(set(re.findall(r"memref.global \"private\" @__farm_shared_\d+", gpu))) == 3
 
 
 def test_pass_pipeline_text_round_trips_and_names_the_schedule_step():

@@ -24,6 +24,7 @@ class LinalgOpFacts:
     info: OpInfo
     operand_producers: list[int | None]  # per input operand: index of the linalg op defining it
     input_maps_identity: list[bool]  # per input operand: indexing map is the identity
+    input_loops: list[list[int | None]]  # per input operand, per dim: the loop read there (mlir.operand_loops)
     init_producer: int | None  # linalg op defining the (first) init operand, e.g. a linalg.fill
     n_inputs: int  # operand index of the first init
     single_use: bool  # its result has exactly one use
@@ -103,6 +104,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
                             if "dilations" in named_op.operation.attributes else []),
                 operand_producers=producers[:n_inputs],
                 input_maps_identity=[m == ir.AffineMap.get_identity(len(iterators)) for m in maps[:n_inputs]],
+                input_loops=[mlir.operand_loops(m) for m in maps[:n_inputs]],
                 init_producer=producers[n_inputs] if len(producers) > n_inputs else None,
                 n_inputs=n_inputs,
                 single_use=len(list(result.uses)) == 1,

@@ -136,15 +136,25 @@ def iterator_types(op) -> list[str]:
     return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.operation.attributes["iterator_types"])]
 
 
+def operand_loops(amap) -> list[int | None]:
+    """Per dim of an operand, the loop its indexing map reads there (None for a compound expression, e.g.
+    a conv input's h + kh, or a constant)."""
+    loops = []
+    for expr in amap.results:
+        try:
+            loops.append(ir.AffineDimExpr(expr).position)
+        except ValueError:
+            loops.append(None)
+    return loops
+
+
 def loop_ranges(maps: list, shapes: list[list[int]], n_loops: int) -> list[int]:
     """Each loop's extent, read off the operand dims that are that loop (0 where none is)."""
     ranges = [0] * n_loops
     for amap, shape in zip(maps, shapes):
-        for expr, size in zip(amap.results, shape):
-            try:
-                ranges[ir.AffineDimExpr(expr).position] = size
-            except ValueError:  # a compound expression (e.g. conv input h + kh) fixes no range
-                continue
+        for loop, size in zip(operand_loops(amap), shape):
+            if loop is not None:
+                ranges[loop] = size
     return ranges
 
 

@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass
 
 from workers.compile.pipeline import ANY, vectorize
+from workers.compile.staging import LINEAR_THREADS, LOAD_BYTES, copy_tile, emit_operand_copies, emit_operand_tiles
 from workers.records import ELEMENT_BYTES, WARP_SIZE, WARPGROUP_THREADS, WGMMA_ROW_BYTES, OpSchedule, wgmma_k_step
 from workers.target import Target
 
@@ -48,7 +49,6 @@ MAX_THREADS = 1024
 ACCUMULATOR_BYTES = {"f32": 4, "f16": 2}
 EPILOGUE_VECTOR = 4  # accumulator elements per epilogue vector
 
-LINEAR_THREADS = "#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>"
 LINEAR_WARPS = "#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>"
 
 
@@ -330,9 +330,6 @@ def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSc
     return out
 
 
-LOAD_BYTES = 16  # one 128-bit global load when staging operand tiles
-
-
 BANKS = 32  # shared-memory banks of 4 bytes
 SCALAR_FRAGMENT_ROWS = 4  # rows of a tile that one scalar fragment load spans across a warp (TF32's B)
 
@@ -353,17 +350,6 @@ def padded_columns(columns: int, element_bytes: int, scalar_fragments: bool = Fa
     return columns + LOAD_BYTES // element_bytes
 
 
-def copy_tile(shape: tuple[int, int], threads: int, element_bytes: int) -> tuple[int, int]:
-    """A thread's (rows, columns) of a block-wide copy of a `shape` tile: rows of up to one 128-bit
-    load of neighbouring elements, every thread busy where the shape allows it."""
-    widest = LOAD_BYTES // element_bytes
-    for v in (widest, widest // 2, widest // 4, 1):
-        cols = shape[1] // v if shape[1] % v == 0 else 0
-        if cols and threads % cols == 0 and shape[0] % (threads // cols) == 0:
-            return shape[0] // (threads // cols), v
-    return shape[0], shape[1] if shape[1] <= widest else 1
-
-
 def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
     """promote_shared: the block steps over K; each step's A (block_m x k_step) and B (k_step x
     block_n) tiles are copied into block-local tensors (shared memory) by all threads of the block,
@@ -374,42 +360,16 @@ def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
         f": ({ANY}) -> ({ANY}, {ANY})",
         # marks that outlive bufferization: the K loop (its staged tiles, its pipelining), a copy's row loop
         f'    transform.annotate %{k}_kloop "{K_LOOP}" = %{k}_id : {ANY}, !transform.param<i64>',
-        f"    %{k}_pd, %{k}_pads, %{k}_cb = transform.structured.pad %{k}_mk {{padding_values = [0.0 : {operand}, "
-        f"0.0 : {operand}, 0.0 : {acc}], padding_dimensions = [0, 1, 2], nofold_flags = [1, 1, 0], copy_back_op = \"none\"}} "
-        f": ({ANY}) -> ({ANY}, {ANY}, {ANY})",
+        emit_operand_tiles(k, f"%{k}_mk", [operand, operand], acc, 3),
     ]
-    for i, shape in enumerate(plan.staged_tiles):
-        rows, cols = copy_tile(shape, plan.threads, ELEMENT_BYTES[operand])
-        out += [
-            f"    %{k}_pad{i} = transform.get_producer_of_operand %{k}_pd[{i}] : ({ANY}) -> {ANY}",
-            f"    %{k}_dps{i} = transform.structured.rewrite_in_destination_passing_style %{k}_pad{i} "
-            f": ({ANY}) -> {ANY}",
-            f"    %{k}_cp{i} = transform.get_producer_of_operand %{k}_pd[{i}] : ({ANY}) -> {ANY}",
-            f"    %{k}_ct{i}, %{k}_cthreads{i} = transform.structured.tile_using_forall %{k}_cp{i} tile_sizes "
-            f"[{rows}, {cols}] (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
-            f"    %{k}_cr{i}, %{k}_crows{i} = transform.structured.tile_using_for %{k}_ct{i} tile_sizes [1, 0] "
-            f": ({ANY}) -> ({ANY}, {ANY})",
-        ]
-        if plan.stages > 1:
-            out += [f"    %{k}_nrows{i} = transform.param.constant {rows} : i64 -> !transform.param<i64>",
-                    f'    transform.annotate %{k}_crows{i} "{COPY_ROWS}" = %{k}_nrows{i} : {ANY}, !transform.param<i64>']
+    out += emit_operand_copies(k, [(shape, ELEMENT_BYTES[operand]) for shape in plan.staged_tiles], plan.threads,
+                               COPY_ROWS if plan.stages > 1 else None)
     out += [
         f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall %{k}_pd num_threads "
         f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
         vectorize(f"%{k}_w"),
     ]
     return out
-
-
-def emit_staged_copies(kernel: int) -> list[str]:
-    """After bufferization: the rows of a staged K step's operand copies become 128-bit vector
-    transfers. On tensors, a vectorized copy folds back into a slice insertion, which bufferizes to a
-    scalar memref.copy."""
-    return [
-        f'    %tc{kernel}_copies = transform.structured.match ops{{["linalg.copy"]}} in %kernel{kernel} '
-        f": ({ANY}) -> {ANY}",
-        vectorize(f"%tc{kernel}_copies"),
-    ]
 
 
 WGMMA = "farm.wgmma"  # a block's linalg.matmul that warpgroups compute: = its K steps in flight

@@ -7,7 +7,7 @@ from workers.compile import host, mlir
 from workers.compile.passes import (alignment, block_sync, collapse_reduction_loops, copy_returned_views,
                                     interleave_columns, k_loops, kernel_arguments, narrow_matmul_operands,
                                     outline_kernels, reduce_in_stages, reuse_reads, scalar_unit_loop,
-                                    shared_memory, tensor_core_conversion, warp_merge, wgmma)
+                                    separate_fill_inits, shared_memory, tensor_core_conversion, warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
@@ -20,6 +20,7 @@ PASSES: dict[str, Pass] = {
     collapse_reduction_loops.NAME: collapse_reduction_loops.run,
     scalar_unit_loop.NAME: scalar_unit_loop.run,
     copy_returned_views.NAME: copy_returned_views.run,
+    separate_fill_inits.NAME: separate_fill_inits.run,
     "farm-wgmma-k-loops": wgmma.warpgroup_matmuls,
     outline_kernels.NAME: outline_kernels.run,
     "farm-tensor-core-conversion": lambda m: tensor_core_conversion.run_on_contracting_kernels(m, TENSOR_CORE_PASSES),

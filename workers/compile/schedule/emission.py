@@ -6,16 +6,17 @@ from dataclasses import dataclass
 
 from workers.compile import kernel_marks
 from workers.compile.analysis import LinalgOpFacts
+from workers.compile.staging import emit_staged_copies
 from workers.compile.pipeline import ANY, PIPELINE_COPIES_SEQUENCE, transform_module_head, vectorize
 from workers.compile.schedule.grouping import Group, plan_groups, ROW_LOOPS, group_family, reduction_member, feeding
 from workers.compile.schedule.templates import PARTIAL_LOADS, img2col_op, split_over_blocks, partial_kernel_schedule
-from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, BLOCK_IDS,
+from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, forall_mapping, ints,
                                             linear_grid, threads_per_loop)
 from workers.compile.schedule.v0 import default_group_schedule
-from workers.compile.schedule.validation import mma_plan, validate, interleaved_columns
+from workers.compile.schedule.staged_matmul import StagedMatmul, emit_registers_across_k_steps, emit_staged_matmul
+from workers.compile.schedule.validation import mma_plan, staged_plan, validate, interleaved_columns
 from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_multibuffers,
-                                         emit_pipelined_k_loop, emit_shared_accumulator, emit_staged_copies,
-                                         emit_staged_tiles)
+                                         emit_pipelined_k_loop, emit_shared_accumulator, emit_staged_tiles)
 from workers.records import OpInfo, OpSchedule, ScheduleParams, reduction_extents
 from workers.target import Target, target
 
@@ -33,19 +34,6 @@ class Kernel:
     warp_merge: bool = False  # the schedule's (warp_merge.merge_in_a_warp)
     interleave_columns: bool = False  # the schedule's (interleave_columns.interleave_thread_columns)
     linear_grid: int = 0  # blocks of a 1-D grid of linear block ids (linear_grid()); 0: grid x, y, z
-
-
-def _mapping(kind: str, n: int, linear: bool = False) -> str:
-    """Forall dims in loop order; the innermost maps to x. Past three dims (or where asked) linear ids,
-    the innermost the fastest."""
-    if n <= 3 and not linear:
-        ids = list(reversed(BLOCK_IDS[:n]))
-        return ", ".join(f"#gpu.{kind}<{i}>" for i in ids)
-    return ", ".join(f"#gpu.{kind}<linear_dim_{n - 1 - k}>" for k in range(n))
-
-
-def _ints(xs: list[int]) -> str:
-    return "[" + ", ".join(str(x) for x in xs) + "]"
 
 
 HOIST = "    transform.loop.hoist_loop_invariant_subsets"
@@ -87,6 +75,8 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     group_of = {g.anchor: g for g in groups}
     tensor_cores = {i: mma_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)
                     if not c.partial and schedules[c.anchor].tensor_core != "none"}
+    staged_simt = {i: staged_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)
+              if not c.partial and schedules[c.anchor].promote_shared and i not in tensor_cores}
     # mma.sync kernels: their warps' K steps vectorized into contracts, their staging in transform.mlir
     warp_mmas = {k: plan for k, plan in tensor_cores.items() if not plan.warpgroup}
     tf32 = [plan.matmul for plan in tensor_cores.values() if plan.operand == "f32"]
@@ -102,7 +92,8 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     # kernel that runs before another consumer would write the producer's result out for it
     recomputed = any(g.producer is not None and not facts[g.producer].single_use for g in groups)
     order = list(reversed(groups)) if recomputed else groups
-    group_lines = [line for g in order for line in _emit_group(ids, g, schedules[g.anchor], facts, tensor_cores)]
+    group_lines = [line for g in order for line in _emit_group(ids, g, schedules[g.anchor], facts, tensor_cores,
+                                                                  staged_simt)]
     # loop-invariant subsets are found once CSE has made the accumulator's read and write indices the
     # same values: those steps run after it
     hoists = [line for line in group_lines if line.startswith(HOIST)]
@@ -124,7 +115,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     # block-local tensors in shared memory: a tensor-core kernel's accumulator tile, a block reduction's partials
     for k, kernel in enumerate(kernels):
         s = schedules[kernel.anchor]
-        if k in tensor_cores or not kernel.partial and (s.block_reduction or s.row_kernel):
+        if k in tensor_cores or k in staged_simt or not kernel.partial and (s.block_reduction or s.row_kernel):
             lines += emit_shared_accumulator(k)
     lines += [
         "    %bufferized = transform.bufferization.one_shot_bufferize %root {bufferize_function_boundaries = true, "
@@ -141,16 +132,18 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         lines += [
             f'    %kernel{k} = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {k} : i64}} '
             f"in %bufferized : ({ANY}) -> {ANY}",
-            *(emit_staged_copies(k) if k in warp_mmas and schedules[kernel.anchor].promote_shared else []),
+            *(emit_staged_copies(k) if k in staged_simt or k in warp_mmas and schedules[kernel.anchor].promote_shared else []),
             f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} "
             f"{f'grid_dims = [{kernel.linear_grid}, 1, 1] ' if kernel.linear_grid else ''}"
             f"{{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
             *_annotate_launch(k, kernel),
-            f"    {f'%mapped{k} = ' if k in warp_mmas else ''}transform.gpu.map_nested_forall_to_threads %launch{k} "
-            f"block_dims = {_ints(kernel.block)} : ({ANY}) -> {ANY}",
+            f"    {f'%mapped{k} = ' if k in warp_mmas or k in staged_simt else ''}transform.gpu.map_nested_forall_to_threads "
+            f"%launch{k} block_dims = {ints(kernel.block)} : ({ANY}) -> {ANY}",
         ]
         if k in warp_mmas:
             lines += emit_mma_contracts(f"%mapped{k}", tensor_cores[k])
+        if k in staged_simt:
+            lines += emit_registers_across_k_steps(f"%mapped{k}")
     lines += [
         f'    %gpu_func = transform.structured.match ops{{["func.func"]}} in %bufferized : ({ANY}) -> {ANY}',
         # accumulators of a vectorized reduction loop stay in registers across its iterations
@@ -225,9 +218,10 @@ def _annotate_launch(k: int, kernel: Kernel) -> list[str]:
 
 
 def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts: list[LinalgOpFacts],
-                plans: dict[int, MmaPlan]) -> list[str]:
+                plans: dict[int, MmaPlan], staged: dict[int, StagedMatmul]) -> list[str]:
     """The group's kernel (and first, where its reduction is split, the partial-reduction kernel);
-    `ids` numbers the kernels by (anchor, partial) in launch order, `plans` holds the tensor-core kernels'."""
+    `ids` numbers the kernels by (anchor, partial) in launch order, `plans` holds the tensor-core kernels'
+    plans, `staged` the staged SIMT matmuls'."""
     op = facts[g.anchor].info
     k = f"g{g.anchor}"
     if s.tensor_core != "none":
@@ -245,6 +239,9 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         operand = facts[g.anchor].operand_producers.index(g.producer)
         out.append(f"    %{k}_producer = transform.get_producer_of_operand %op{g.anchor}[{operand}] : ({ANY}) -> {ANY}")
         handles[g.producer] = f"%{k}_producer"
+    if ids[(g.anchor, False)] in staged:
+        kernel = ids[(g.anchor, False)]
+        return out + emit_staged_matmul(kernel, k, g, s, staged[kernel], facts, handles.get(g.producer))
     member = reduction_member(g, facts)
     if s.block_reduction:
         return out + _emit_block_reduction(ids[(g.anchor, False)], k, g, s, facts, handles.get(g.producer))
@@ -269,7 +266,7 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         loops = len(member_op.loop_ranges) - (len(reduction_extents(member_op)) - 1 if s.split_reduction else 0)
         sizes = [s.reduction_tile if d == first else 0 for d in range(loops)]
         out.append(f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for {thread_ops[member]} tile_sizes "
-                   f"{_ints(sizes)} : ({ANY}) -> ({ANY}, {ANY})")
+                   f"{ints(sizes)} : ({ANY}) -> ({ANY}, {ANY})")
         thread_ops[member] = f"%{k}_r"
     if s.vectorize and n_thread:
         fills = [f"%{k}_m{j}t" for j in range(len(members)) if j >= (g.producer is not None)]
@@ -314,7 +311,7 @@ def _emit_img2col_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: lis
     mm = f"%{k}_t"
     if s.reduction_tile and s.reduction_tile < op.loop_ranges[3]:
         out += [f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for %{k}_t tile_sizes "
-                f"{_ints([0, 0, 0, s.reduction_tile])} : ({ANY}) -> ({ANY}, {ANY})",
+                f"{ints([0, 0, 0, s.reduction_tile])} : ({ANY}) -> ({ANY}, {ANY})",
                 f"    %{k}_gr, %{k}_rloop1 = transform.structured.fuse_into_containing_op %{k}_m0t into %{k}_rloop "
                 f": ({ANY}, {ANY}) -> ({ANY}, {ANY})"]
         mm = f"%{k}_r"  # the gather (%{k}_gr) stays scalar loads: its indexing map does not vectorize
@@ -349,7 +346,7 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
     split = f"%{k}_split"
     if s.reduction_tile:
         sizes = [s.reduction_tile if d == r else 0 for d in range(len(op.loop_ranges))]
-        out.append(f"    %{k}_sr, %{k}_srloop = transform.structured.tile_using_for %{k}_split tile_sizes {_ints(sizes)} "
+        out.append(f"    %{k}_sr, %{k}_srloop = transform.structured.tile_using_for %{k}_split tile_sizes {ints(sizes)} "
                    f": ({ANY}) -> ({ANY}, {ANY})")
         out.append(f"{HOIST} %{k}_srloop : {ANY}")
         split = f"%{k}_sr"
@@ -452,7 +449,7 @@ def _emit_partials(p: str, target: str, threads: list[int], reduction_dim: int) 
     fill) and %{p}_tf0 (the threads' forall)."""
     return [
         f"    %{p}_pfill, %{p}_split, %{p}_comb, %{p}_tf = transform.structured.tile_reduction_using_forall {target} "
-        f"reduction_dims = [{reduction_dim}] by num_threads = {_ints(threads)} tile_sizes = {_ints([0] * len(threads))} "
+        f"reduction_dims = [{reduction_dim}] by num_threads = {ints(threads)} tile_sizes = {ints([0] * len(threads))} "
         f"mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
         f"    %{p}_pft, %{p}_tf0 = transform.structured.fuse_into_containing_op %{p}_pfill into %{p}_tf "
         f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
@@ -478,8 +475,8 @@ def _emit_merge(k: str, comb: str, partials: int, n_parallel: int, position: int
         out += _emit_partials(f"{k}_m", comb, spread, n_parallel)
         vectorized += [f"%{k}_m_pft", f"%{k}_m_split"]
         comb = f"%{k}_m_comb"
-    out.append(f"    %{k}_ct, %{k}_cf = transform.structured.tile_using_forall {comb} num_threads {_ints(one)} "
-               f"(mapping = [{_mapping('thread', n_parallel)}]) : ({ANY}) -> ({ANY}, {ANY})")
+    out.append(f"    %{k}_ct, %{k}_cf = transform.structured.tile_using_forall {comb} num_threads {ints(one)} "
+               f"(mapping = [{forall_mapping('thread', n_parallel)}]) : ({ANY}) -> ({ANY}, {ANY})")
     return out, [*vectorized, f"%{k}_ct"]
 
 
@@ -498,8 +495,8 @@ def _emit_tiles(kernel: int, k: str, anchor: str, members: list[str], s: OpSched
     n_thread = sum(1 for t in s.thread_tile if t)
     out = [
         f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {anchor} tile_sizes {_ints(s.block_tile)} "
-        f"(mapping = [{_mapping('block', n_block, bool(linear_grid(s, op)))}]) : ({ANY}) -> ({ANY}, {ANY})",
+        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {anchor} tile_sizes {ints(s.block_tile)} "
+        f"(mapping = [{forall_mapping('block', n_block, bool(linear_grid(s, op)))}]) : ({ANY}) -> ({ANY}, {ANY})",
     ]
     containing = f"%{k}_grid"
     block_members = []
@@ -512,7 +509,7 @@ def _emit_tiles(kernel: int, k: str, anchor: str, members: list[str], s: OpSched
     if n_thread:
         # num_threads, not tile sizes: a partial block tile must still give a static thread forall
         out.append(f"    %{k}_t, %{k}_threads = transform.structured.tile_using_forall %{k}_b num_threads "
-                   f"{_ints(threads)} (mapping = [{_mapping('thread', n_thread)}]) : ({ANY}) -> ({ANY}, {ANY})")
+                   f"{ints(threads)} (mapping = [{forall_mapping('thread', n_thread)}]) : ({ANY}) -> ({ANY}, {ANY})")
         containing = f"%{k}_threads"
         for j, m in enumerate(block_members):
             out.append(f"    %{k}_m{j}t, %{k}_threads{j} = transform.structured.fuse_into_containing_op {m} into "
@@ -529,23 +526,23 @@ def _emit_split_over_blocks(kernel: int, k: str, reduction: str, split: int, sch
     r = op.iterator_types.index("reduction")
     k_loops = len(op.loop_ranges) - r
     threads = threads_per_loop(schedule, partial)[:r]
-    mapping = f"(mapping = [{_mapping('thread', sum(1 for n in threads if n))}])"
+    mapping = f"(mapping = [{forall_mapping('thread', sum(1 for n in threads if n))}])"
     # the fill of each block's partials gets a thread forall of its own: fusion cannot reach through the
     # rank-reducing slice between it and the partial's forall (each thread fills the element it reduces
     # into, so no barrier is needed between the two)
     return [
         f"    // partial-reduction kernel: a block per chunk of the first K loop ({split} chunks)",
         f"    %{k}_pfill, %{k}_partial, %{k}_merge, %{k}p_grid = transform.structured.tile_reduction_using_forall "
-        f"{reduction} reduction_dims = [{r}] by num_threads = {_ints([0] * r + [split] + [0] * (k_loops - 1))} "
+        f"{reduction} reduction_dims = [{r}] by num_threads = {ints([0] * r + [split] + [0] * (k_loops - 1))} "
         f"mapping = [#gpu.block<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
         f"    %{k}p_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
         f"    %{k}p_m0b, %{k}p_grid0 = transform.structured.fuse_into_containing_op %{k}_pfill into %{k}p_grid "
         f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
         f"    transform.annotate %{k}p_grid0 \"farm.kernel\" = %{k}p_id : {ANY}, !transform.param<i64>",
         f"    %{k}p_m0t, %{k}p_fill_threads = transform.structured.tile_using_forall %{k}p_m0b num_threads "
-        f"{_ints(threads + [0])} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
+        f"{ints(threads + [0])} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
         f"    %{k}p_t, %{k}p_threads = transform.structured.tile_using_forall %{k}_partial num_threads "
-        f"{_ints(threads + [0] * k_loops)} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
+        f"{ints(threads + [0] * k_loops)} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
         vectorize(f"%{k}p_t"),
     ]
 
@@ -575,7 +572,7 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
         chunk_loop = r + 1
         sizes = [schedule.reduction_tile if d == chunk_loop else 0 for d in range(len(partial.loop_ranges))]
         return out + [
-            f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {_ints(sizes)} "
+            f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {ints(sizes)} "
             f": ({ANY}) -> ({ANY}, {ANY})",
             vectorize(f"%{k}p_m0t"),
             vectorize(f"%{k}p_r"),
@@ -589,7 +586,7 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
                       vectorize(f"%{k}p_t")]
     sizes = [loads if d == r else 0 for d in range(len(partial.loop_ranges))]
     return out + [
-        f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {_ints(sizes)} "
+        f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {ints(sizes)} "
         f": ({ANY}) -> ({ANY}, {ANY})",
         vectorize(f"%{k}p_m0t"),
         vectorize(f"%{k}p_r"),

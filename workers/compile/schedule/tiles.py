@@ -57,3 +57,16 @@ def threads_per_loop(schedule: OpSchedule, op: OpInfo) -> list[int]:
     """Threads along each loop of a block tile (0 = loop not mapped to threads)."""
     return [math.ceil((b or r) / t) if t else 0
             for b, t, r in zip(schedule.block_tile, schedule.thread_tile, op.loop_ranges)]
+
+
+def forall_mapping(kind: str, n: int, linear: bool = False) -> str:
+    """Forall dims in loop order; the innermost maps to x. Past three dims (or where asked) linear ids,
+    the innermost the fastest."""
+    if n <= 3 and not linear:
+        ids = list(reversed(BLOCK_IDS[:n]))
+        return ", ".join(f"#gpu.{kind}<{i}>" for i in ids)
+    return ", ".join(f"#gpu.{kind}<linear_dim_{n - 1 - k}>" for k in range(n))
+
+
+def ints(xs: list[int]) -> str:
+    return "[" + ", ".join(str(x) for x in xs) + "]"

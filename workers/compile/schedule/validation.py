@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import Group, reduction_member
+from workers.compile.schedule.staged_matmul import StagedMatmul, plan_staged_matmul
 from workers.compile.schedule.templates import img2col_op, reductions_trail, split_over_blocks
 from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
                                             MAX_GRID_X)
@@ -26,6 +27,14 @@ def mma_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
                         target)
     except ValueError as e:
         raise ScheduleError(f"op {op.index}: tensor_core {schedule.tensor_core}: {e}") from None
+
+
+def staged_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target: Target) -> StagedMatmul:
+    """The staging plan of a SIMT kernel whose schedule asks for promote_shared."""
+    try:
+        return plan_staged_matmul(schedule, g, facts, target)
+    except ValueError as e:
+        raise ScheduleError(f"op {g.anchor}: promote_shared: {e}") from None
 
 
 def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target: Target) -> list[int]:
@@ -58,9 +67,8 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
             "reduction" in facts[m].info.iterator_types for m in members):
         raise ScheduleError(f"op {op.index}: vectorizing a reduction needs a reduction_tile (else the whole "
                             "reduction loop becomes one vector)")
-    if schedule.promote_shared and schedule.tensor_core == "none":
-        raise ScheduleError(f"op {op.index}: promote_shared is not expressible by this compile stage's "
-                            "schedules yet, except for tensor-core (tensor_core mma_sync) kernels")
+    if schedule.promote_shared and schedule.tensor_core == "none" and not schedule.row_kernel:
+        staged_plan(schedule, g, facts, target)
     if schedule.row_kernel:
         return _check_row_kernel(schedule, g, facts)
     if schedule.tensor_core != "none":
