@@ -207,12 +207,13 @@ def _precompile_peers(jobs: list[Path], workers: int) -> None:
 def _measure_one(level: int, problem: Path, out: Path, timeout_s: float) -> MeasureRow:
     from workers.measure import measure_iteration
 
+    started = time.monotonic()
     result = measure_iteration(str(job_dir(out, level, problem)), 0, profile=False, timeout_s=timeout_s)
     row = MeasureRow(problem.stem, level, result.status, correct=bool(result.correct),
                      ours_us=_us(result.time), eager_us=_us(result.eager), compiled_us=_us(result.compiled),
                      max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300])
     print(f"level{level}/{problem.stem}: {row.status}, ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, "
-          f"torch.compile {row.compiled_us:.1f}", file=sys.stderr, flush=True)
+          f"torch.compile {row.compiled_us:.1f} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
     return row
 
 
@@ -248,7 +249,10 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
         batch = compiled[start:start + peer_workers]
         if spent(*batch[0]):
             break
+        warming = time.monotonic()
         _precompile_peers([job_dir(out, level, p) for level, p in batch], peer_workers)
+        print(f"torch.compile of {len(batch)} problems in {time.monotonic() - warming:.0f} s", file=sys.stderr,
+              flush=True)
         for level, problem in batch:
             if spent(level, problem):
                 return list(rows.values())
