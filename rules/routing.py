@@ -103,9 +103,14 @@ def enable_fusion(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdi
 
 
 def enable_promote(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """A tensor-core kernel's A and B tiles staged in shared memory per K step (the compile stage stages
-    no other kernel's operands)."""
-    if s.promote_shared or s.tensor_core != "mma_sync":
+    """A matmul kernel's A and B tiles staged in shared memory per K step: an mma.sync kernel's, or a SIMT
+    one's that steps over K with a register tile per thread (schedule/staged_matmul.py; not through
+    img2col, not split)."""
+    if s.promote_shared or s.tensor_core == "wgmma":
+        return None
+    simt = s.tensor_core == "none" and s.family == "matmul" and not (s.img2col or s.split_reduction) \
+        and s.reduction_tile and any(s.thread_tile)
+    if s.tensor_core != "mma_sync" and not simt:
         return None
     return ScheduleEdit(s.op_index, "promote_shared", True)
 

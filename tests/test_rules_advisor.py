@@ -140,6 +140,9 @@ def test_no_compute_change_when_memory_sol_is_saturated():
     schedule = matmul_schedule(reduction_tile=8, vectorize=True)
     tried = [Hypothesis("more_blocks", ScheduleEdit(0, "block_tile", [64, 32, 0]), "", "")]
     d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=95)], rejected=tried))
+    assert d.hypothesis.family == "promote_shared", "staging the operands cuts the traffic that saturates"
+    tried.append(Hypothesis("promote_shared", ScheduleEdit(0, "promote_shared", True), "", ""))
+    d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=95)], rejected=tried))
     assert d.action == "stop", "register_tiling, the only route left, touches compute"
     assert any(e.rule == "memory_saturated" and "register_tiling" in e.text for e in d.evidence)
     d = advise(request_for(MATMUL, schedule, [hand_written(sm=20, mem=75)], rejected=tried))
@@ -496,14 +499,17 @@ def test_the_wgmma_v0_is_memory_bound_and_has_only_its_pipeline_left():
     assert last.hypothesis is None and "no route left" in last.stop_reason
 
 
-def test_promote_shared_stages_only_tensor_core_kernels():
-    """promote_shared: only a tensor-core kernel stages its operand tiles (the compile stage stages no other
-    kernel's), and only once."""
+def test_promote_shared_stages_matmul_kernels_that_step_over_k():
+    """promote_shared: an mma.sync kernel, or a SIMT matmul with a register tile per thread and a K step,
+    stages its operand tiles, once; not a split or img2col kernel, nor one without a K step."""
     f16 = dataclasses.replace(MATMUL, dtype="f16")
     unstaged = OpSchedule(0, "matmul", [128, 64, 0], [64, 64, 0], reduction_tile=32, tensor_core="mma_sync")
     assert edit_for("enable_promote", unstaged, f16, True, H200) == ScheduleEdit(0, "promote_shared", True)
     assert edit_for("enable_promote", dataclasses.replace(unstaged, promote_shared=True), f16, True, H200) is None
-    assert edit_for("enable_promote", matmul_schedule(), MATMUL, True, H200) is None
+    simt = matmul_schedule(reduction_tile=32, vectorize=True)
+    assert edit_for("enable_promote", simt, MATMUL, True, H200) == ScheduleEdit(0, "promote_shared", True)
+    for other in (dict(split_reduction=4), dict(img2col=True), dict(reduction_tile=0), dict(promote_shared=True)):
+        assert edit_for("enable_promote", dataclasses.replace(simt, **other), MATMUL, True, H200) is None, other
 
 
 def test_a_register_limited_kernel_may_get_its_registers_capped():
