@@ -221,6 +221,17 @@ def test_scans_gathers_and_dilated_convs_compile_with_every_kernel_on_the_gpu(tm
     assert not any(s.img2col for s in params.ops)
 
 
+def test_a_depthwise_conv_puts_its_threads_along_the_outputs_rows(tmp_path):
+    """depthwise_conv_2d_nchw_chw's loops run (n, oh, ow, c) and its output is NCHW: v0's threads take oh and
+    ow (x along ow, the output's innermost dim), a block per channel, so that a warp stores a run of
+    neighbouring pixels; along c (as the innermost loop) its stores were 64*64 elements apart."""
+    job, params, config = compiled(tmp_path, "depthwise_conv")
+    (conv,) = [s for s in params.ops if s.family == "conv"]
+    assert conv.thread_tile[1] and conv.thread_tile[2] and not conv.thread_tile[3], conv
+    assert conv.block_tile[3] == 1
+    assert config.launches[-1].block[0] == (conv.block_tile[2] or 64) // conv.thread_tile[2]  # x: ow
+
+
 def test_a_topk_past_its_round_limit_is_refused_with_the_reason(tmp_path):
     model = tmp_path / "wide_topk.py"
     model.write_text((BREADTH / "topk.py").read_text().replace("torch.topk(x, 5,", "torch.topk(x, 100,"))

@@ -101,7 +101,8 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
                 info=OpInfo(index=i, name=name, family=family, loop_ranges=ranges,
                             iterator_types=iterators, dtype=dtype, flops=flops,
                             dilations=[int(d) for d in named_op.operation.attributes["dilations"]]
-                            if "dilations" in named_op.operation.attributes else []),
+                            if "dilations" in named_op.operation.attributes else [],
+                            output_loops=mlir.operand_loops(maps[n_inputs]) if len(maps) > n_inputs else []),
                 operand_producers=producers[:n_inputs],
                 input_maps_identity=[m == ir.AffineMap.get_identity(len(iterators)) for m in maps[:n_inputs]],
                 input_loops=[mlir.operand_loops(m) for m in maps[:n_inputs]],

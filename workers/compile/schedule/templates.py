@@ -76,6 +76,18 @@ def img2col_op(op: OpInfo) -> OpInfo:
         raise ScheduleError(f"op {op.index}: {e}") from None
 
 
+def thread_loops(op: OpInfo, parallel: list[int]) -> list[int]:
+    """Up to two of the `parallel` loops for threads, in loop order (the last maps to x): the loops of the
+    result's two innermost dims where the innermost one's comes last, so that a warp's neighbouring threads
+    store neighbouring elements (a depthwise NCHW conv's loops run (n, oh, ow, c): x along c put a warp's
+    stores H*W apart); else the two innermost loops."""
+    by_result = [d for d in op.output_loops if d in parallel]
+    inner = sorted(by_result[-2:])
+    if len(by_result) == len(parallel) and inner and inner[-1] == by_result[-1]:
+        return inner
+    return parallel[-2:]
+
+
 def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     """The v0 launch shape of one op: threads along the innermost parallel dims, one or a few
     outputs per thread, the rest of the parallel dims spread over the grid. Tiles divide the loop
@@ -86,7 +98,7 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     thread = [0] * len(ranges)
     for d in parallel:
         block[d] = 1
-    inner = parallel[-2:]  # up to two dims mapped to threads: (y, x)
+    inner = thread_loops(op, parallel)  # up to two dims mapped to threads: (y, x)
     # matmul-like work reuses operands across a register tile; elementwise work gets 1 per thread
     per_thread = 4 if family in ("matmul", "conv") and all(ranges[d] % 64 == 0 for d in inner) else 1
     # elementwise work: ELEMENTWISE_VECTORS 128-bit vectors per thread along the innermost loop
@@ -150,7 +162,7 @@ def conservative_schedule(op: OpInfo, family: str) -> OpSchedule:
     for d in parallel:
         block[d] = 1
     budget = CONSERVATIVE_THREADS
-    for d in reversed(parallel[-2:]):
+    for d in reversed(thread_loops(op, parallel)):
         block[d] = largest_divisor_at_most(ranges[d], budget)
         thread[d] = 1
         budget //= block[d]
