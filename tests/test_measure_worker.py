@@ -347,3 +347,23 @@ def test_tolerance_is_widened_by_twice_pytorchs_own_error():
     assert within.passed and within.library_abs_err == pytest.approx(4e-4)
     assert not compare("out", ours + torch.tensor([2e-3, 0.0]), exact, library, 1e-4, 1e-4).passed
     assert not compare("out", torch.tensor([float("nan"), 10.0]), exact, library, 1e-4, 1e-4).passed
+
+
+def test_inputs_are_drawn_on_the_device_asked_for_else_on_the_cpu(tmp_path):
+    """The measure worker draws a model's inputs on the GPU (no 6 GB draw on the CPU, no copy over PCIe);
+    the meta device stands in for it here. A get_inputs() that cannot run there is drawn on the CPU,
+    with the same seed's values as without a device."""
+    import torch
+
+    from workers.model_loader import draw_inputs, load_module
+
+    model = tmp_path / "m.py"
+    model.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                     "def get_inputs():\n    return [torch.randn(4, 8), 2.0]\ndef get_init_inputs():\n    return []\n")
+    drawn = draw_inputs(load_module(str(model)), "m.py", 3, device="meta")
+    assert drawn[0].device.type == "meta" and drawn[0].shape == (4, 8) and drawn[1] == 2.0
+    host_only = tmp_path / "h.py"
+    host_only.write_text(model.read_text().replace("torch.randn(4, 8)", "torch.from_numpy(torch.randn(4, 8).numpy())"))
+    module = load_module(str(host_only))
+    fallback = draw_inputs(module, "h.py", 3, device="meta")
+    assert fallback[0].device.type == "cpu" and torch.equal(fallback[0], draw_inputs(module, "h.py", 3)[0])

@@ -57,9 +57,11 @@ def _shaped_like(get_inputs) -> list:
     return [torch.empty(x.shape, dtype=x.dtype) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def load_model(model_path: str, seed: int = 0, input_values: bool = True) -> tuple[torch.nn.Module, list]:
-    """The model (eval mode) and its inputs: tensors and Python scalars, in get_inputs() order.
-    input_values=False: the inputs' shapes and dtypes only matter (the tensors hold garbage)."""
+def load_model(model_path: str, seed: int = 0, input_values: bool = True,
+               device: str | None = None) -> tuple[torch.nn.Module, list]:
+    """The model (eval mode, on the CPU) and its inputs: tensors and Python scalars, in get_inputs() order,
+    the tensors drawn on `device` (draw_inputs). input_values=False: the inputs' shapes and dtypes only
+    matter (the tensors hold garbage, on the CPU)."""
     module = load_module(model_path)
     name = Path(model_path).name
     try:
@@ -68,7 +70,7 @@ def load_model(model_path: str, seed: int = 0, input_values: bool = True) -> tup
     except Exception as e:
         raise ModelLoadError(f"{name}: building the model failed ({type(e).__name__}: {e})") from None
     _tensor_attributes_as_buffers(model)
-    return model, draw_inputs(module, name, seed) if input_values else _checked(name, _shaped_like(module.get_inputs))
+    return model, draw_inputs(module, name, seed, device) if input_values else _checked(name, _shaped_like(module.get_inputs))
 
 
 STATE_BUFFERS = "_mlir_farm_state_buffers"  # the model's attribute naming the buffers made of plain tensors
@@ -89,11 +91,22 @@ def _tensor_attributes_as_buffers(model: torch.nn.Module) -> None:
     setattr(model, STATE_BUFFERS, frozenset(names))
 
 
-def draw_inputs(module, name: str, seed: int) -> list:
+def draw_inputs(module, name: str, seed: int, device: str | None = None) -> list:
     """get_inputs() right after torch.manual_seed(seed): the inputs of draw `seed` (the model's own seed
-    gives the inputs every stage uses; other seeds, further draws for the correctness check)."""
+    gives the inputs every stage uses; other seeds, further draws for the correctness check). `device`:
+    made there (torch.device as the default device), e.g. "cuda": the GPU's generator draws a KernelBench
+    input of 6 GB in milliseconds, the CPU's in seconds, and nothing crosses PCIe; where get_inputs()
+    cannot run so, on the CPU."""
     try:
         torch.manual_seed(seed)
+        if device is not None:
+            try:
+                with torch.device(device):
+                    return _checked(name, list(module.get_inputs()))
+            except ModelLoadError:
+                raise
+            except Exception:
+                torch.manual_seed(seed)
         return _checked(name, list(module.get_inputs()))
     except ModelLoadError:
         raise

@@ -108,7 +108,7 @@ class Runner:
         check_config(self.config)
         self.model_path = model_file(job_dir, self.config)
         self.module = load_module(self.model_path)  # draws inputs beyond the first (check)
-        model, inputs = load_model(self.model_path, self.config.seed)
+        model, inputs = load_model(self.model_path, self.config.seed, device="cuda")
         # peers run in the precision our kernels are judged in: cuDNN's default TF32 only in tf32 mode
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.config.precision == "tf32"
         torch.cuda.init()
@@ -181,7 +181,8 @@ class Runner:
         checked = []
         for draw in range(draws):
             if draw:
-                self._load_draw(draw_inputs(self.module, os.path.basename(self.model_path), self.config.seed + draw))
+                self._load_draw(draw_inputs(self.module, os.path.basename(self.model_path), self.config.seed + draw,
+                                            "cuda"))
             checked.append(self._check_draw())
         return worst_of_draws(checked)
 

@@ -22,12 +22,13 @@ def warm(job_dir: str) -> None:
 
     with open(os.path.join(version_dir(job_dir, 0), "config.json")) as f:
         config = LaunchConfig.from_json(f.read())
-    model, inputs = load_model(model_file(job_dir, config), config.seed)
+    # Inductor specializes on the inputs' shapes and dtypes, not their values: zeros made on the GPU (valid indices)
+    model, inputs = load_model(model_file(job_dir, config), config.seed, input_values=False)
     # the measure worker's settings, which Inductor's cache keys include
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = config.precision == "tf32"
     fast = torch.compile(model.cuda())
     with torch.no_grad():
-        fast(*[x.cuda() if isinstance(x, torch.Tensor) else x for x in inputs])
+        fast(*[torch.zeros_like(x, device="cuda") if isinstance(x, torch.Tensor) else x for x in inputs])
     torch.cuda.synchronize()
 
 
