@@ -12,6 +12,7 @@ OpSchedule, validation.py, emission.py, and the README's knob table):
 | v0.py | v0 of a whole model: templates, tensor cores, block reductions, row kernels (initial_params_for) |
 | validation.py | one kernel's schedule checked; its thread block |
 | edits.py | one change to the params (the advisor's hypotheses, the repairs) |
+| staged_matmul.py | promote_shared on a SIMT matmul: its plan (checked) and Transform steps |
 | emission.py | transform.mlir: each kernel's Transform steps and its launch's marks |
 
 Each kernel is one "group": an anchor op tiled to a grid of blocks and then to threads, with the
@@ -38,6 +39,10 @@ Elementwise kernels give each thread one 128-bit vector of the innermost loop (4
 arguments are marked 16-byte aligned so that these become ld.global.v4 / st.global.v4. Reduction loops
 that a kernel tiles and vectorizes keep their accumulator in registers
 (loop.hoist_loop_invariant_subsets on tensors, after CSE).
+
+A SIMT matmul whose schedule sets promote_shared steps over K at the block level, each step's operand
+tiles copied into shared memory by all its threads (workers/compile/staging.py, shared with the tensor-core
+kernels), then each thread's register tile computed from them (staged_matmul.py).
 
 Tensor-core kernels are emitted by tensor_core.py; one whose staged tiles are filled by cp.async
 (pipeline_depth) adds a second named sequence to transform.mlir, pipeline.PIPELINE_COPIES_SEQUENCE, which the
