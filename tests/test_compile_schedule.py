@@ -1,6 +1,7 @@
 """Schedule parameters: one edit changes one thing, and each knob reaches the generated code."""
 from __future__ import annotations
 
+import math
 import re
 import shutil
 
@@ -9,7 +10,8 @@ from conftest import lower_zoo
 
 from workers.compile import ScheduleError, apply_edit, compile_iteration, initial_params
 from workers.compile.pipeline import PassPipeline
-from workers.compile.schedule.templates import split_k_to_fill_the_grid
+from workers.compile.schedule.templates import default_op_schedule, split_k_to_fill_the_grid
+from workers.compile.schedule.tiles import threads_per_loop
 from workers.records import OpInfo, OpSchedule, ScheduleEdit
 
 
@@ -139,3 +141,24 @@ def test_a_simt_matmul_splits_k_until_its_grid_has_2048_warps(outputs, block, th
     split_k_to_fill_the_grid(schedule, anchor, matmul)
     assert schedule.split_reduction == split
     assert schedule.reduction_tile == (min(split, 8) if split else 8)  # the merge's loads, or the K step
+
+
+@pytest.mark.parametrize("ranges, x, threads", [
+    ([8, 254], 127, 254),  # 254 = 2 x 127: 127 threads along x, not 2
+    ([4, 197], 197, 197),  # a prime (ViT's 197 tokens): all of it, not 1
+    ([16, 90], 45, 180),  # a divisor under the cap that fills most of a warp stays
+])
+def test_an_odd_extent_gets_threads_along_x_past_the_cap_rather_than_a_tiny_divisor(ranges, x, threads):
+    op = OpInfo(0, "linalg.generic", "elementwise", ranges, ["parallel"] * 2, "f32")  # rows too odd for vectors
+    s = default_op_schedule(op, "elementwise")
+    assert (s.block_tile[1] or ranges[1]) // s.thread_tile[1] == x
+    assert math.prod(n for n in threads_per_loop(s, op) if n) == threads
+
+
+def test_inner_loops_too_small_for_a_warp_share_their_block_with_the_loop_outside():
+    """A transposed conv's 3x3 output pixels per channel: 9 threads a block before, now 16 channels too."""
+    op = OpInfo(0, "linalg.generic", "elementwise", [128, 64, 3, 3], ["parallel"] * 4, "f32")
+    s = default_op_schedule(op, "elementwise")
+    assert threads_per_loop(s, op) == [0, 16, 3, 3] and s.block_tile[0] == 1
+    matmul = OpInfo(0, "linalg.batch_matmul", "matmul", [128, 3, 3, 8], ["parallel"] * 3 + ["reduction"], "f32")
+    assert threads_per_loop(default_op_schedule(matmul, "matmul"), matmul)[0] == 0  # matmuls: as before

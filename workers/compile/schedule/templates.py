@@ -88,6 +88,33 @@ def thread_loops(op: OpInfo, parallel: list[int]) -> list[int]:
     return parallel[-2:]
 
 
+# threads along x under this (the small divisor of an odd extent: 2 of 254, 1 of 197) leave most of each warp
+# idle; a larger divisor, up to the block's thread budget, is taken instead (127, 197)
+MIN_THREADS_ALONG_LOOP = 16
+
+
+def threads_along(extent: int, cap: int, budget: int) -> int:
+    """Threads of a block along a loop of `extent`: its largest divisor up to `cap`, or where that is under
+    MIN_THREADS_ALONG_LOOP (and under cap) its smallest divisor past cap within `budget`, if it has one."""
+    threads = largest_divisor_at_most(extent, cap)
+    if threads >= min(cap, MIN_THREADS_ALONG_LOOP):
+        return threads
+    return next((d for d in range(cap + 1, budget + 1) if extent % d == 0), threads)
+
+
+def _third_thread_loop(block: list[int], thread: list[int], parallel: list[int], inner: list[int],
+                       ranges: list[int]) -> None:
+    """Where the two thread loops give a block less than a warp (small inner extents: 3x3 pixels of a
+    transposed conv's output, 2x2 heads), the parallel loop outside them takes threads too (z), up to
+    TARGET_THREADS in all."""
+    threads = math.prod(math.ceil(block[d] / thread[d]) for d in inner if thread[d])
+    outer = [d for d in parallel if inner and d < min(inner)]
+    if len(inner) != 2 or threads >= WARP_SIZE or not outer:
+        return
+    d = outer[-1]
+    block[d], thread[d] = largest_divisor_at_most(ranges[d], TARGET_THREADS // threads), 1
+
+
 def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     """The v0 launch shape of one op: threads along the innermost parallel dims, one or a few
     outputs per thread, the rest of the parallel dims spread over the grid. Tiles divide the loop
@@ -109,7 +136,9 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     for d in reversed(inner):
         cap = budget if d != inner[-1] or len(inner) == 1 else x_cap
         run = vector if d == inner[-1] and vector > 1 else per_thread
-        threads = largest_divisor_at_most(ranges[d] // run, cap)
+        # a matmul's (and so an img2col conv's) tiles stay divisors up to cap: the img2col choice rests on them
+        threads = (largest_divisor_at_most(ranges[d] // run, cap) if family == "matmul"
+                   else threads_along(ranges[d] // run, cap, budget))
         block[d] = threads * run
         thread[d] = run
         budget = max(budget // threads, 1)
@@ -120,6 +149,8 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
         thread[inner[0]] = ELEMENTWISE_VECTORS
     elif vector > 1 and block[inner[-1]] % (vector * ELEMENTWISE_VECTORS) == 0:
         thread[inner[-1]] = vector * ELEMENTWISE_VECTORS
+    if family != "matmul":
+        _third_thread_loop(block, thread, parallel, inner, ranges)
     # a block tile that covers the whole loop is no grid dimension at all
     block = [0 if b >= ranges[d] else b for d, b in enumerate(block)]
     whole = parallel or [d for d, it in enumerate(iters) if it == "parallel"]  # unit loops: a loss's one value
