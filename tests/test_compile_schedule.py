@@ -11,7 +11,7 @@ from conftest import lower_zoo
 from workers.compile import ScheduleError, apply_edit, compile_iteration, initial_params
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.templates import default_op_schedule, split_k_to_fill_the_grid
-from workers.compile.schedule.tiles import threads_per_loop
+from workers.compile.schedule.tiles import block_dims, threads_per_loop
 from workers.records import OpInfo, OpSchedule, ScheduleEdit
 
 
@@ -162,3 +162,12 @@ def test_inner_loops_too_small_for_a_warp_share_their_block_with_the_loop_outsid
     assert threads_per_loop(s, op) == [0, 16, 3, 3] and s.block_tile[0] == 1
     matmul = OpInfo(0, "linalg.batch_matmul", "matmul", [128, 3, 3, 8], ["parallel"] * 3 + ["reduction"], "f32")
     assert threads_per_loop(default_op_schedule(matmul, "matmul"), matmul)[0] == 0  # matmuls: as before
+
+
+def test_a_block_of_more_than_64_threads_along_z_is_refused():
+    """CUDA takes at most 64 threads along a block's z: such a schedule fails at the schedule stage, not at
+    launch."""
+    op = OpInfo(0, "linalg.generic", "elementwise", [128, 4, 2], ["parallel"] * 3, "f32")
+    assert block_dims(OpSchedule(0, "elementwise", [64, 4, 2], [1, 1, 1]), op) == [2, 4, 64]
+    with pytest.raises(ScheduleError, match="z exceed 64"):
+        block_dims(OpSchedule(0, "elementwise", [128, 4, 2], [1, 1, 1]), op)

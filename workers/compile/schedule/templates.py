@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from workers.compile.analysis import LinalgOpFacts
-from workers.compile.schedule.tiles import (MAX_THREADS, TARGET_THREADS, ScheduleError, largest_divisor_at_most,
+from workers.compile.schedule.tiles import (MAX_BLOCK_Z, MAX_THREADS, TARGET_THREADS, ScheduleError, largest_divisor_at_most,
                                             vector_elements, grid_blocks, threads_per_loop)
 from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, OpInfo, OpSchedule, default_split_factor,
                              img2col_aligned, img2col_applies, img2col_op as records_img2col_op, reduction_extents)
@@ -112,7 +112,7 @@ def _third_thread_loop(block: list[int], thread: list[int], parallel: list[int],
     if len(inner) != 2 or threads >= WARP_SIZE or not outer:
         return
     d = outer[-1]
-    block[d], thread[d] = largest_divisor_at_most(ranges[d], TARGET_THREADS // threads), 1
+    block[d], thread[d] = largest_divisor_at_most(ranges[d], min(TARGET_THREADS // threads, MAX_BLOCK_Z)), 1
 
 
 def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:

@@ -8,6 +8,7 @@ from workers.records import ELEMENT_BYTES, VECTOR_BYTES, OpInfo, OpSchedule
 
 
 MAX_THREADS = 1024
+MAX_BLOCK_Z = 64  # CUDA's limit on blockDim.z (x and y: 1024)
 TARGET_THREADS = 256
 
 
@@ -35,6 +36,8 @@ def block_dims(schedule: OpSchedule, op: OpInfo) -> list[int]:
     block = list(reversed(threads)) + [1] * (3 - len(threads))
     if math.prod(block) > MAX_THREADS:
         raise ScheduleError(f"op {op.index}: {math.prod(block)} threads per block exceed {MAX_THREADS}")
+    if block[2] > MAX_BLOCK_Z:
+        raise ScheduleError(f"op {op.index}: {block[2]} threads along a block's z exceed {MAX_BLOCK_Z}")
     return block
 
 
