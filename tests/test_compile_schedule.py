@@ -171,3 +171,33 @@ def test_a_block_of_more_than_64_threads_along_z_is_refused():
     assert block_dims(OpSchedule(0, "elementwise", [64, 4, 2], [1, 1, 1]), op) == [2, 4, 64]
     with pytest.raises(ScheduleError, match="z exceed 64"):
         block_dims(OpSchedule(0, "elementwise", [128, 4, 2], [1, 1, 1]), op)
+
+
+LINEAR_RELU = """
+func.func @forward(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %v: tensor<8x32xf32>) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<8x32xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%empty : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %mm = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x32xf32>) outs(%acc : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %relu = linalg.max ins(%mm, %acc : tensor<8x32xf32>, tensor<8x32xf32>) outs(%empty : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %other = linalg.fill ins(%zero : f32) outs(%empty : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %sum = linalg.add ins(%other, %v : tensor<8x32xf32>, tensor<8x32xf32>) outs(%empty : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %relu, %sum : tensor<8x32xf32>, tensor<8x32xf32>
+}
+"""
+
+
+def test_a_matmuls_fill_gets_an_empty_tensor_of_its_own():
+    """farm-separate-fill-inits alone: the matmul's fill starts from a tensor.empty of its own, which its
+    epilogue (here a max) no longer shares; a fill that feeds no matmul keeps the shared one."""
+    from workers.compile import mlir
+    from workers.compile.passes import registry, separate_fill_inits
+
+    with mlir.context():
+        module = mlir.parse(LINEAR_RELU, "a linear and its epilogue")
+        registry.run_step(separate_fill_inits.NAME, module)
+        assert module.operation.verify()
+        text = str(module)
+    empties = re.findall(r"(%\S+) = tensor.empty\(\)", text)
+    fills = re.findall(r"linalg.fill ins\(%\S+ : f32\) outs\((%\S+) :", text)
+    assert len(empties) == 2 and fills == [empties[1], empties[0]]  # the matmul's fill: the new one
