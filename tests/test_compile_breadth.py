@@ -232,6 +232,23 @@ def test_a_depthwise_conv_puts_its_threads_along_the_outputs_rows(tmp_path):
     assert config.launches[-1].block[0] == (conv.block_tile[2] or 64) // conv.thread_tile[2]  # x: ow
 
 
+def test_a_loss_to_one_value_merges_its_partials_in_a_block(tmp_path):
+    """An MSE over 2^20 elements keeps its split (one output: a block per output would leave the GPU idle),
+    and its partials are merged by a block of threads (a warp's shuffles last), not by one thread."""
+    model = tmp_path / "big_mse.py"
+    model.write_text((BREADTH / "mse_loss.py").read_text().replace("torch.rand(64, 256), torch.rand(64, 256)",
+                                                                   "torch.rand(1024, 1024), torch.rand(1024, 1024)"))
+    lower_model(str(model), str(tmp_path / "big_mse"))
+    params = initial_params(str(tmp_path / "big_mse"))
+    (loss,) = [s for s in params.ops if s.split_reduction]
+    assert loss.block_reduction >= 128 and loss.warp_merge and not any(loss.thread_tile)
+    result = compile_iteration(str(tmp_path / "big_mse"), 0, params)
+    assert result.ok, result.error
+    config = LaunchConfig.from_json((tmp_path / "big_mse" / "v0" / "config.json").read_text())
+    merge = config.launches[result.kernel_ops.index(loss.op_index) + 1]
+    assert merge.grid == [1, 1, 1] and merge.block == [loss.block_reduction, 1, 1]
+
+
 def test_a_topk_past_its_round_limit_is_refused_with_the_reason(tmp_path):
     model = tmp_path / "wide_topk.py"
     model.write_text((BREADTH / "topk.py").read_text().replace("torch.topk(x, 5,", "torch.topk(x, 100,"))

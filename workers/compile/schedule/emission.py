@@ -243,11 +243,12 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         kernel = ids[(g.anchor, False)]
         return out + emit_staged_matmul(kernel, k, g, s, staged[kernel], facts, handles.get(g.producer))
     member = reduction_member(g, facts)
-    if s.block_reduction:
-        return out + _emit_block_reduction(ids[(g.anchor, False)], k, g, s, facts, handles.get(g.producer))
     if s.split_reduction:
         out += _emit_split(ids[(g.anchor, True)], k, handles[member], s, facts[member].info)
         handles[member] = f"%{k}_merge"  # the merge of the partials takes the reduction's place
+    if s.block_reduction:  # with a split, its merge is the block reduction
+        return out + _emit_block_reduction(ids[(g.anchor, False)], k, g, s, facts, handles.get(g.producer),
+                                           handles[g.anchor])
     members = ([handles[g.producer]] if g.producer is not None else []) + [f"%{k}_fill{j}" for j in range(len(g.fills))]
     out.append(f"    // kernel of op {g.anchor} ({s.family})"
                + (f", fused producer op {g.producer}" if g.producer is not None else "")
@@ -323,11 +324,12 @@ def _emit_img2col_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: lis
 
 
 def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts],
-                          producer: str | None) -> list[str]:
-    """One kernel per reduction: a block per output (fill and producer fused); its threads reduce
-    contiguous chunks of the reduction loop into a block-local (shared) tensor of
-    partials (tile_reduction_using_forall), and after the barrier that ends that forall one thread
-    merges them into the output. No partials in global memory, no second launch."""
+                          producer: str | None, anchor: str) -> list[str]:
+    """One kernel per reduction (`anchor`: the op, or with split_reduction the merge of its partials): a
+    block per output (fill and producer fused); its threads reduce contiguous chunks of the reduction loop
+    into a block-local (shared) tensor of partials (tile_reduction_using_forall), and after the barrier that
+    ends that forall one thread merges them into the output. No partials in global memory, no second
+    launch (but the split's)."""
     op = facts[g.anchor].info
     r = op.iterator_types.index("reduction")
     position = op.iterator_types[:r].count("parallel")  # where the partials dim sits among the outputs
@@ -336,7 +338,7 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
     out = [f"    // kernel of op {g.anchor} ({s.family}): {s.block_reduction} threads per output"
            + (f", fused producer op {g.producer}" if g.producer is not None else "")]
     # the block level as for any kernel (thread_tile is all 0: no thread forall there)
-    out += _emit_tiles(kernel, k, f"%op{g.anchor}", members, s, op)
+    out += _emit_tiles(kernel, k, anchor, members, s, op)
     out += _emit_partials(k, f"%{k}_b", [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))], r)
     vectorized = [f"%{k}_pft"]
     if g.producer is not None:
@@ -559,13 +561,13 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
         return _emit_split_over_blocks(kernel, k, reduction, split, schedule, partial, op)
     chunks = partial.family == "matmul"  # partial_kernel_schedule split it in chunks
     out = [
-        f"    %{k}_partials, %{k}_pfill, %{k}_partial, %{k}_merge = transform.structured.split_reduction {reduction} "
+        f"    %{k}_partials, %{k}_partials_fill, %{k}_partial, %{k}_merge = transform.structured.split_reduction {reduction} "
         f"{{ split_factor = {split}, insert_split_dimension = {position}{'' if chunks else ', inner_parallel'} }} "
         f": ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
         f"    // partial-reduction kernel of op {op.index}: {split} partials per output"
         + (", each of a chunk of K, tiled as the matmul" if chunks else ""),
     ]
-    out += _emit_tiles(kernel, f"{k}p", f"%{k}_partial", [f"%{k}_pfill"], schedule, partial)
+    out += _emit_tiles(kernel, f"{k}p", f"%{k}_partial", [f"%{k}_partials_fill"], schedule, partial)
     if chunks:
         if not schedule.reduction_tile:  # a chunk of one K step
             return out + [vectorize(f"%{k}p_{h}") for h in ("m0t", "t")]

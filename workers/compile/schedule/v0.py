@@ -180,12 +180,35 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, 
                       reduction_tile=largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
 
 
+def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
+    """A split reduction kept for its few outputs (a loss over 2^30 elements: 32768 partials; LayerNorm's
+    statistics over C x H x W of 16 rows) with its partials merged by a block per output
+    (block_reduction_threads of them), not by one thread per output; `s` where the split is not a plain
+    reduction's."""
+    op = facts[g.anchor].info
+    if not s.split_reduction or reduction_member(g, facts) != g.anchor or op.family != "reduction":
+        return s
+    threads = block_reduction_threads(s.split_reduction)
+    per_thread = s.split_reduction // threads
+    merge = OpSchedule(op_index=op.index, family=s.family, block_tile=[1 if it == "parallel" and r > 1 else 0
+                       for r, it in zip(op.loop_ranges, op.iterator_types)], thread_tile=[0] * len(op.loop_ranges),
+                       split_reduction=s.split_reduction, block_reduction=threads, vectorize=True,
+                       # a tile of the whole run would leave a one-trip loop, which canonicalization folds away
+                       reduction_tile=largest_divisor_at_most(per_thread, MERGE_LOADS) if per_thread > MERGE_LOADS else 0)
+    if not any(merge.block_tile):  # one output (a loss's unit loop): one block
+        merge.block_tile[op.iterator_types.index("parallel")] = 1
+    merge.warp_merge = warp_can_merge(merge)
+    return merge
+
+
 def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sms: int) -> ScheduleParams:
     """A copy of `params` where every split row reduction is a one-kernel block reduction instead
-    (block_reduction_schedule), and producers that this lets kernels fuse lose their own schedule."""
+    (block_reduction_schedule), or where it keeps its split, merges its partials in a block per output
+    (merge_in_a_block); producers that this lets kernels fuse lose their own schedule."""
     new = ScheduleParams.from_dict(params.to_dict())
     groups = {g.anchor: g for g in plan_groups(facts, None)}
-    new.ops = [(block_reduction_schedule(groups[s.op_index], facts, s.family, sms) if s.split_reduction
+    new.ops = [(block_reduction_schedule(groups[s.op_index], facts, s.family, sms)
+                or merge_in_a_block(s, groups[s.op_index], facts) if s.split_reduction
                 and s.op_index in groups else None) or s for s in new.ops]
     anchors = {g.anchor for g in plan_groups(facts, new)}
     new.ops = [s for s in new.ops if s.op_index in anchors]

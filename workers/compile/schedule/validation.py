@@ -117,7 +117,7 @@ def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
     if split < 2 or extents[0] % split:
         raise ScheduleError(f"op {op.index}: split_reduction {split} must be at least 2 and divide the "
                             f"reduction loop extent {extents[0]} of op {member} (0 = no split)")
-    if schedule.reduction_tile and split % schedule.reduction_tile:
+    if schedule.reduction_tile and split % schedule.reduction_tile and not schedule.block_reduction:
         raise ScheduleError(f"op {op.index}: reduction_tile {schedule.reduction_tile} must divide "
                             f"split_reduction {split}: the kernel's reduction loop merges {split} partials")
 
@@ -127,9 +127,11 @@ def _check_block_reduction(schedule: OpSchedule, g: Group, facts: list[LinalgOpF
     op, threads = facts[g.anchor].info, schedule.block_reduction
     if reduction_member(g, facts) != g.anchor or len(reduction_extents(op)) != 1:
         raise ScheduleError(f"op {op.index}: block_reduction needs a kernel whose anchor op has one reduction loop")
-    if schedule.split_reduction:
-        raise ScheduleError(f"op {op.index}: block_reduction and split_reduction exclude each other")
-    extent = reduction_extents(op)[0]
+    if schedule.split_reduction and (op.family != "reduction" or split_over_blocks(op)):
+        raise ScheduleError(f"op {op.index}: block_reduction merges a split's partials only for a reduction op "
+                            f"(not a {op.family})")
+    # with a split the block reduces the merge's loop: the partials
+    extent = schedule.split_reduction or reduction_extents(op)[0]
     if not 2 <= threads <= MAX_THREADS or extent % threads:
         raise ScheduleError(f"op {op.index}: block_reduction {threads} must be 2..{MAX_THREADS} and divide the "
                             f"reduction loop extent {extent}")
@@ -181,7 +183,7 @@ def interleaved_columns(schedule: OpSchedule, op: OpInfo) -> bool:
     is on, and each thread of the row kernel or block reduction (without reduction_tile, over the innermost
     loop) reads one run of columns that is more than one 128-bit vector, in whole vectors. Elsewhere the
     knob changes nothing (a thread's one vector is interleaved already)."""
-    if not schedule.interleave_columns:
+    if not schedule.interleave_columns or schedule.split_reduction:
         return False
     if schedule.row_kernel:
         columns = op.loop_ranges[1] // schedule.row_kernel
