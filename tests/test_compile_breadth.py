@@ -168,14 +168,16 @@ def test_a_broadcast_or_strided_reduction_is_spread_over_threads(tmp_path, name)
 def test_a_loss_and_a_layernorm_over_several_dims_spread_their_reductions(tmp_path):
     """MSELoss's mean reduces over two loops and LayerNorm's statistics over three (KernelBench level 1
     #94 and #40 ran them in one thread, one per row): one loop each now, the loss's 16384 elements in a
-    block reduction, LayerNorm's 4 rows of 65536 split over the grid (fewer rows than SMs) and merged."""
+    block reduction, LayerNorm's 4 rows of 65536 split over the grid (fewer rows than SMs), each row's 256
+    partials then merged by a block of 64 threads (by one thread before)."""
     _, params, config = compiled(tmp_path, "mse_loss")
     assert [s.block_reduction for s in params.ops if s.family == "reduction"] == [1024]
     job, params, config = compiled(tmp_path, "layernorm_3d")
     stats = [s for s in params.ops if s.family == "reduction"]
-    assert len(stats) == 2 and all(s.split_reduction == 256 and not s.block_reduction for s in stats)
+    assert len(stats) == 2 and all(s.split_reduction == 256 and s.block_reduction == 64 for s in stats)
     partials = [l for l in config.launches if math.prod(l.grid) * math.prod(l.block) == 4 * 256]
-    assert len(partials) == 2, [(l.grid, l.block) for l in config.launches]
+    merges = [l for l in config.launches if l.grid == [4, 1, 1] and l.block == [64, 1, 1]]
+    assert len(partials) == 2 and len(merges) == 2, [(l.grid, l.block) for l in config.launches]
 
 
 def test_a_reduction_over_an_odd_volume_is_not_split_by_one(tmp_path):

@@ -70,7 +70,9 @@ def load_model(model_path: str, seed: int = 0, input_values: bool = True,
     except Exception as e:
         raise ModelLoadError(f"{name}: building the model failed ({type(e).__name__}: {e})") from None
     _tensor_attributes_as_buffers(model)
-    return model, draw_inputs(module, name, seed, device) if input_values else _checked(name, _shaped_like(module.get_inputs))
+    if not input_values:
+        return model, _checked(name, _shaped_like(module.get_inputs))
+    return model, draw_inputs(module, name, seed, device)
 
 
 STATE_BUFFERS = "_mlir_farm_state_buffers"  # the model's attribute naming the buffers made of plain tensors

@@ -75,8 +75,9 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     group_of = {g.anchor: g for g in groups}
     tensor_cores = {i: mma_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)
                     if not c.partial and schedules[c.anchor].tensor_core != "none"}
+    # SIMT matmuls whose operand tiles are staged in shared memory
     staged_simt = {i: staged_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)
-              if not c.partial and schedules[c.anchor].promote_shared and i not in tensor_cores}
+                   if not c.partial and schedules[c.anchor].promote_shared and i not in tensor_cores}
     # mma.sync kernels: their warps' K steps vectorized into contracts, their staging in transform.mlir
     warp_mmas = {k: plan for k, plan in tensor_cores.items() if not plan.warpgroup}
     tf32 = [plan.matmul for plan in tensor_cores.values() if plan.operand == "f32"]
@@ -132,13 +133,14 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
         lines += [
             f'    %kernel{k} = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {k} : i64}} '
             f"in %bufferized : ({ANY}) -> {ANY}",
-            *(emit_staged_copies(k) if k in staged_simt or k in warp_mmas and schedules[kernel.anchor].promote_shared else []),
+            *(emit_staged_copies(k) if k in staged_simt
+              or k in warp_mmas and schedules[kernel.anchor].promote_shared else []),
             f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} "
             f"{f'grid_dims = [{kernel.linear_grid}, 1, 1] ' if kernel.linear_grid else ''}"
             f"{{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
             *_annotate_launch(k, kernel),
-            f"    {f'%mapped{k} = ' if k in warp_mmas or k in staged_simt else ''}transform.gpu.map_nested_forall_to_threads "
-            f"%launch{k} block_dims = {ints(kernel.block)} : ({ANY}) -> {ANY}",
+            f"    {f'%mapped{k} = ' if k in warp_mmas or k in staged_simt else ''}"
+            f"transform.gpu.map_nested_forall_to_threads %launch{k} block_dims = {ints(kernel.block)} : ({ANY}) -> {ANY}",
         ]
         if k in warp_mmas:
             lines += emit_mma_contracts(f"%mapped{k}", tensor_cores[k])
@@ -561,7 +563,8 @@ def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpIn
         return _emit_split_over_blocks(kernel, k, reduction, split, schedule, partial, op)
     chunks = partial.family == "matmul"  # partial_kernel_schedule split it in chunks
     out = [
-        f"    %{k}_partials, %{k}_partials_fill, %{k}_partial, %{k}_merge = transform.structured.split_reduction {reduction} "
+        f"    %{k}_partials, %{k}_partials_fill, %{k}_partial, %{k}_merge = transform.structured.split_reduction "
+        f"{reduction} "
         f"{{ split_factor = {split}, insert_split_dimension = {position}{'' if chunks else ', inner_parallel'} }} "
         f": ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
         f"    // partial-reduction kernel of op {op.index}: {split} partials per output"

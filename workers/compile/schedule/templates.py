@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from workers.compile.analysis import LinalgOpFacts
-from workers.compile.schedule.tiles import (MAX_BLOCK_Z, MAX_THREADS, TARGET_THREADS, ScheduleError, largest_divisor_at_most,
-                                            vector_elements, grid_blocks, threads_per_loop)
+from workers.compile.schedule.tiles import (MAX_BLOCK_Z, MAX_THREADS, TARGET_THREADS, ScheduleError,
+                                            largest_divisor_at_most, vector_elements, grid_blocks, threads_per_loop)
 from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, OpInfo, OpSchedule, default_split_factor,
                              img2col_aligned, img2col_applies, img2col_op as records_img2col_op, reduction_extents)
 

@@ -190,11 +190,11 @@ def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpS
         return s
     threads = block_reduction_threads(s.split_reduction)
     per_thread = s.split_reduction // threads
+    # a tile of a thread's whole run would leave a one-trip loop, which canonicalization folds away
+    tile = largest_divisor_at_most(per_thread, MERGE_LOADS) if per_thread > MERGE_LOADS else 0
     merge = OpSchedule(op_index=op.index, family=s.family, block_tile=[1 if it == "parallel" and r > 1 else 0
                        for r, it in zip(op.loop_ranges, op.iterator_types)], thread_tile=[0] * len(op.loop_ranges),
-                       split_reduction=s.split_reduction, block_reduction=threads, vectorize=True,
-                       # a tile of the whole run would leave a one-trip loop, which canonicalization folds away
-                       reduction_tile=largest_divisor_at_most(per_thread, MERGE_LOADS) if per_thread > MERGE_LOADS else 0)
+                       split_reduction=s.split_reduction, block_reduction=threads, vectorize=True, reduction_tile=tile)
     if not any(merge.block_tile):  # one output (a loss's unit loop): one block
         merge.block_tile[op.iterator_types.index("parallel")] = 1
     merge.warp_merge = warp_can_merge(merge)
