@@ -251,6 +251,24 @@ def test_a_loss_to_one_value_merges_its_partials_in_a_block(tmp_path):
     assert merge.grid == [1, 1, 1] and merge.block == [loss.block_reduction, 1, 1]
 
 
+def test_a_groupnorm_over_large_groups_keeps_every_op_in_a_kernel(tmp_path):
+    """GroupNorm over 8 groups of 2^18 elements (KernelBench level 2 #61 in small): both statistics split
+    and merge in blocks; the centred values that the variance reads keep a kernel of their own (a split's
+    partial kernel cannot fuse them), where a block reduction would have recomputed them in place."""
+    model = tmp_path / "wide_groups.py"
+    model.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                     "    def __init__(self):\n        super().__init__()\n        self.norm = nn.GroupNorm(4, 8)\n\n"
+                     "    def forward(self, x):\n        return self.norm(torch.relu(x))\n\n\n"
+                     "def get_inputs():\n    return [torch.randn(2, 8, 16, 64, 64)]\n\n\n"
+                     "def get_init_inputs():\n    return []\n")
+    lower_model(str(model), str(tmp_path / "wide_groups"))
+    params = initial_params(str(tmp_path / "wide_groups"))
+    merges = [s for s in params.ops if s.split_reduction and s.block_reduction]
+    assert len(merges) == 2, params.ops
+    result = compile_iteration(str(tmp_path / "wide_groups"), 0, params)
+    assert result.ok, result.error
+
+
 def test_a_topk_past_its_round_limit_is_refused_with_the_reason(tmp_path):
     model = tmp_path / "wide_topk.py"
     model.write_text((BREADTH / "topk.py").read_text().replace("torch.topk(x, 5,", "torch.topk(x, 100,"))

@@ -124,7 +124,11 @@ def recomputed_producers(facts: list[LinalgOpFacts], by_index: dict[int, OpSched
     """Elementwise ops with several consumers that each compute it again instead of reading it from
     memory (softmax's exp(x - max), read by the sum and by the divide): where one consumer is a block
     reduction (which can fuse a producer, unlike a split one) and every consumer reads it through an
-    identity map as its first such operand, and fuses producers."""
+    identity map as its first such operand, and fuses producers. (A split reduction whose partials a block
+    merges is no such consumer: its partial kernel reads the producer through a reshape.)"""
+    def fusing_block_reduction(s: OpSchedule | None) -> bool:
+        return s is not None and bool(s.block_reduction) and not s.split_reduction
+
     shared = set()
     for f in facts:
         p = f.info.index
@@ -136,9 +140,8 @@ def recomputed_producers(facts: list[LinalgOpFacts], by_index: dict[int, OpSched
             firsts = [q for q, identity in zip(c.operand_producers, c.input_maps_identity)
                       if q is not None and identity and facts[q].info.family != "fill"]
             return (s is None or s.fuse_producers) and firsts[:1] == [p] and \
-                c.operand_producers.count(p) == 1 and (c.info.family == "elementwise" or s is not None and s.block_reduction)
-        if all(takes(c) for c in consumers) and any(by_index.get(c.info.index) and by_index[c.info.index].block_reduction
-                                                   for c in consumers):
+                c.operand_producers.count(p) == 1 and (c.info.family == "elementwise" or fusing_block_reduction(s))
+        if all(takes(c) for c in consumers) and any(fusing_block_reduction(by_index.get(c.info.index)) for c in consumers):
             shared.add(p)
     return shared
 
