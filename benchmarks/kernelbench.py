@@ -435,8 +435,9 @@ def main(argv: list[str] | None = None) -> int:
         measured = _rows(args.out, items, "measure", MeasureRow)
         table = "\n\n".join(t for t in (compile_table(compiled) if compiled else "",
                                         measure_table(measured) if measured else "") if t) or "nothing recorded"
-        print(table)
-        return 0
+        title = f"v0 rows recorded in {args.out}"
+        gpus = sorted({r.device for r in measured if r.device})
+        device = "CPU machine (ptxas -arch=sm_90a judges the PTX)" + (f"; measured on {', '.join(gpus)}" if gpus else "")
     print(table)
     if args.record:
         record(args.record, title, table, device)
