@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.pipeline import ANY, vectorize
 from workers.compile.schedule.grouping import Group
-from workers.compile.schedule.tiles import forall_mapping, ints, threads_per_loop
+from workers.compile.schedule.tiles import forall_mapping, ints, linear_grid, threads_per_loop
 from workers.compile.staging import copy_pieces, emit_operand_copies, emit_operand_tiles
 from workers.records import ELEMENT_BYTES, OpSchedule
 from workers.target import Target
@@ -71,10 +71,13 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
         raise ValueError(f"the K step (reduction_tile {s.reduction_tile}) must divide K={k_extent} and be shorter")
     if not any(s.thread_tile):
         raise ValueError("the block's threads each compute a tile of the step's outputs: thread_tile must be set")
-    # the anchor's loops are the matmul's parallel ones, in order (grouping fuses through identity maps)
+    # the schedule's tiles are the anchor's: the matmul's own loops, or an epilogue's, which are the matmul's
+    # parallel loops in order (grouping fuses through identity maps)
+    anchor_loops = parallel if epilogue is not None else range(len(op.loop_ranges))
     block, threads = [0] * len(op.loop_ranges), [0] * len(op.loop_ranges)
-    for d, b, n in zip(parallel, s.block_tile, threads_per_loop(s, anchor)):
-        block[d], threads[d] = b or op.loop_ranges[d], n
+    for d, b, n in zip(anchor_loops, s.block_tile, threads_per_loop(s, anchor)):
+        if d in parallel:
+            block[d], threads[d] = b or op.loop_ranges[d], n
     block[k_loop] = s.reduction_tile
     tiles = []
     for i, loops in enumerate(matmul.input_loops):
@@ -102,13 +105,13 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
                        facts: list[LinalgOpFacts], producer: str | None) -> list[str]:
     """The kernel's Transform steps (module docstring); `producer`: the handle of a fused matmul."""
     anchor = facts[g.anchor].info
-    n_thread = sum(1 for n in plan.threads if n)
+    n_thread, n_block = sum(1 for n in plan.threads if n), sum(1 for b in s.block_tile if b)
     mapping = f"(mapping = [{forall_mapping('thread', n_thread)}])"
     out = [f"    // kernel of op {g.anchor}: SIMT matmul op {plan.matmul}, its operands' tiles of K steps of "
            f"{plan.k_step} staged in shared memory",
            f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
            f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall %op{g.anchor} tile_sizes "
-           f"{ints(s.block_tile)} (mapping = [{forall_mapping('block', sum(1 for b in s.block_tile if b))}]) "
+           f"{ints(s.block_tile)} (mapping = [{forall_mapping('block', n_block, bool(linear_grid(s, anchor)))}]) "
            f": ({ANY}) -> ({ANY}, {ANY})"]
     grid, matmul_b = f"%{k}_grid", f"%{k}_b"
     if plan.epilogue is not None:
