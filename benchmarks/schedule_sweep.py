@@ -158,6 +158,7 @@ SWEEPS = {
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
     "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS),
     "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", SIMT_STAGED_VARIANTS),
+    # the same variants on bmm's loops (batch, m, n, k): a block per batch, no threads along it
     "matmul_batched": Sweep(ZOO / "matmul_batched.py", [
         Variant(x.name, x.family, {k: [1 if k == "block_tile" else 0, *v] if isinstance(v, list) else v
                                    for k, v in x.fields.items()}) for x in SIMT_STAGED_VARIANTS]),

@@ -15,7 +15,7 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 row_kernel_threads, block_reduction_threads)
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
 from workers.compile.tensor_core import plan_mma
-from workers.records import OpSchedule, ScheduleParams, default_split_factor, reduction_extents, warp_can_merge
+from workers.records import OpInfo, OpSchedule, ScheduleParams, default_split_factor, reduction_extents, warp_can_merge
 from workers.target import Target, target
 
 
@@ -170,14 +170,20 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, 
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
     if outputs < sms and extent >= GRID_SPLIT_MIN_EXTENT:
         return None
-    block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(op.loop_ranges, op.iterator_types)]
-    if not any(block):  # one output (a loss's unit loop): one block
-        block[op.iterator_types.index("parallel")] = 1
+    block = _block_per_output(op)
     threads = block_reduction_threads(extent)
     per_thread = extent // threads
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
                       block_reduction=threads, vectorize=True, interleave_columns=True,
                       reduction_tile=largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
+
+
+def _block_per_output(op: OpInfo) -> list[int]:
+    """A block reduction's block tile: 1 on every parallel loop (a loss's one output: its unit loop)."""
+    block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(op.loop_ranges, op.iterator_types)]
+    if not any(block):
+        block[op.iterator_types.index("parallel")] = 1
+    return block
 
 
 def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
@@ -192,11 +198,9 @@ def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpS
     per_thread = s.split_reduction // threads
     # a tile of a thread's whole run would leave a one-trip loop, which canonicalization folds away
     tile = largest_divisor_at_most(per_thread, MERGE_LOADS) if per_thread > MERGE_LOADS else 0
-    merge = OpSchedule(op_index=op.index, family=s.family, block_tile=[1 if it == "parallel" and r > 1 else 0
-                       for r, it in zip(op.loop_ranges, op.iterator_types)], thread_tile=[0] * len(op.loop_ranges),
-                       split_reduction=s.split_reduction, block_reduction=threads, vectorize=True, reduction_tile=tile)
-    if not any(merge.block_tile):  # one output (a loss's unit loop): one block
-        merge.block_tile[op.iterator_types.index("parallel")] = 1
+    merge = OpSchedule(op_index=op.index, family=s.family, block_tile=_block_per_output(op),
+                       thread_tile=[0] * len(op.loop_ranges), split_reduction=s.split_reduction,
+                       block_reduction=threads, vectorize=True, reduction_tile=tile)
     merge.warp_merge = warp_can_merge(merge)
     return merge
 
