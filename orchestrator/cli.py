@@ -391,7 +391,8 @@ def cmd_replay(args) -> int:
     job_dir = args.job if os.path.isdir(args.job) else os.path.join(args.out, args.job)
     if not os.path.isdir(job_dir):
         raise UserError(f"{args.job} is neither a job folder nor a model name in {args.out}")
-    return replay.main([job_dir] + ([args.version] if args.version else []))
+    return replay.main([job_dir] + ([args.version] if args.version else [])
+                       + (["--from-params"] if args.from_params else []))
 
 
 # -- parser -----------------------------------------------------------------------------------------
@@ -476,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "kernels.ptx and config.json byte for byte, 1 if not")
     p.add_argument("job", help="job folder, or model name in --out")
     p.add_argument("version", nargs="?", help="vN (default: every version that compiled)")
+    p.add_argument("--from-params", action="store_true",
+                   help="first write transform.mlir and pass_pipeline.txt again from params.json with today's "
+                        "compiler: does a change to the compiler keep the recorded kernels?")
 
     # its own parser (experience/cli.py) takes everything after the word, options included
     sub.add_parser("experience", help="the experience log: recommend | export (see experience --help)",

@@ -19,7 +19,7 @@ from workers.compile.replay import replay
 from workers.layout import COMPILE_RESULT_FILE
 from workers.frontend import FrontendError, lower_model, var_mean_decomposition
 from workers.model_loader import load_model
-from workers.records import LaunchConfig
+from workers.records import LaunchConfig, ScheduleParams
 
 from test_compile_memory_bound import kernels_of
 
@@ -269,6 +269,22 @@ def test_replay_says_which_kernels_differ_from_the_record_and_what_is_missing(co
     assert missing.returncode == 2 and "pass_pipeline.txt missing" in missing.stderr
     unknown = run("no_such_model", "--out", str(tmp_path))
     assert unknown.returncode == 2 and "neither a job folder nor a model name" in unknown.stderr
+
+
+def test_replay_from_params_rebuilds_the_schedule_with_todays_compiler(compiled, tmp_path):
+    """--from-params writes transform.mlir and pass_pipeline.txt again from params.json: the recorded
+    kernels come back, and a change of params.json (which a plain replay never reads for the schedule)
+    shows in the rebuilt PTX."""
+    _, shared_job, _ = compiled["softmax"]
+    job = tmp_path / "softmax"
+    shutil.copytree(shared_job, job)
+    assert replay(str(job), 0, from_params=True).identical
+    params = ScheduleParams.from_json((job / "v0" / "params.json").read_text())
+    params.ops[0].warp_merge = not params.ops[0].warp_merge
+    (job / "v0" / "params.json").write_text(params.to_json(indent=2))
+    assert replay(str(job), 0).identical
+    changed = replay(str(job), 0, from_params=True)
+    assert not changed.ptx_identical and "+++ rebuilt kernels.ptx" in changed.difference
 
 
 def test_frontend_lowers_a_model_once_per_job(compiled, tmp_path):
