@@ -192,7 +192,7 @@ def test_warp_tile_and_k_step_are_schedule_knobs(jobs):
     result = compile_iteration(str(job), 1, mma_params(job, (128, 64), (64, 32), 32))
     assert result.ok, result.error
     transform = (job / "v1" / "transform.mlir").read_text()
-    assert "num_threads [2, 2, 0] (mapping = [#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>])" in transform
+    assert "num_threads [2, 2, 0](mapping = [#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>])" in transform
     assert "tile_sizes [0, 0, 32]" in transform
     # a 64x32 warp tile is 4x4 mma tiles, twice per 32-wide K step
     assert (job / "v1" / "kernels.ptx").read_text().count("mma.sync.aligned.m16n8k16") == 32

@@ -140,8 +140,8 @@ def test_small_simt_matmul_grids_take_blocks_of_one_warp(compiled):
     v0 gives them blocks of 16x8 outputs, 2x2 per thread (one warp), 1.47x faster on the H200 than
     blocks of 32x32 and 16x32 (schedule_sweep_h200.md run 15)."""
     transform = (compiled["mlp"][1] / "v0" / "transform.mlir").read_text()
-    assert transform.count("tile_sizes [16, 8] (mapping = [#gpu.block<y>, #gpu.block<x>])") == 2
-    assert transform.count("num_threads [8, 4] (mapping = [#gpu.thread<y>, #gpu.thread<x>])") == 2
+    assert transform.count("tile_sizes [16, 8](mapping = [#gpu.block<y>, #gpu.block<x>])") == 2
+    assert transform.count("num_threads [8, 4](mapping = [#gpu.thread<y>, #gpu.thread<x>])") == 2
 
 
 def test_a_simt_matmul_of_few_warps_splits_k_until_its_grid_has_2048(compiled):

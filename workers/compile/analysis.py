@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from workers.compile import mlir
 from workers.compile.passes import registry
-from workers.compile.pipeline import MAIN_SEQUENCE, pre_schedule_steps, transform_module_head
+from workers.compile.pipeline import MAIN_SEQUENCE, pre_schedule_steps, prepare, schedule_module
 from workers.records import OpInfo
 
 ir = mlir.ir
@@ -54,8 +54,12 @@ def linalg_ops(func) -> list:
     return [op for op in func.regions[0].blocks[0].operations if op.operation.name.startswith("linalg.")]
 
 
-def _prepare_module() -> str:
-    return "\n".join([*transform_module_head("readonly"), "    transform.yield", "  }", "}"])
+def _prepare_module() -> ir.Module:
+    """The schedule's preparation steps alone (pipeline.prepare), in the caller's context."""
+    module = schedule_module()
+    with module.sequence(MAIN_SEQUENCE, "readonly") as root:
+        prepare(root)
+    return module.module
 
 
 def prepared_payload(payload_text: str, fuse_elementwise: bool = True) -> ir.Module:
@@ -72,7 +76,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
     top-level linalg op."""
     with mlir.context():
         named = prepared_payload(payload_text, fuse_elementwise)
-        mlir.apply_transform(named, mlir.parse(_prepare_module(), "the preparation steps"), MAIN_SEQUENCE)
+        mlir.apply_transform(named, _prepare_module(), MAIN_SEQUENCE)
         generic = ir.Module.parse(str(named))
         mlir.run_pipeline(generic, "builtin.module(linalg-generalize-named-ops)")
         named_ops = linalg_ops(mlir.main_func(named))

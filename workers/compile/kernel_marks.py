@@ -6,3 +6,4 @@ FAMILY = "farm.family"  # string: its op family (CompileResult.kernel_families)
 WARP_MERGE = "farm.warp_merge"  # unit: farm-merge-in-a-warp takes the kernel's block reductions
 INTERLEAVE_COLUMNS = "farm.interleave_columns"  # unit: farm-interleave-thread-columns takes its accesses
 MIN_BLOCKS_PER_SM = "nvvm.minctasm"  # i32, upstream's: ptxas fits that many blocks on an SM (.minnctapersm)
+KERNEL = "farm.kernel"  # i64 on each kernel's block forall, until it is mapped: its position in launch order

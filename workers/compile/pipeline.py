@@ -2,7 +2,8 @@
 cleans up before it and lowers after it; the schedule's own steps (transform.mlir) are two of its steps.
 
 pass_pipeline.txt holds one step per line (PassPipeline), so that a user can read, edit and replay it
-(workers/compile/build.py runs them). Also the transform module's preparation steps and its head.
+(workers/compile/build.py runs them). Also the steps every schedule starts with (prepare), which the
+analysis applies alone.
 """
 from __future__ import annotations
 
@@ -10,72 +11,75 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from numba_cuda_mlir._mlir.dialects import transform
+from numba_cuda_mlir._mlir.dialects.transform import structured
+from numba_cuda_mlir._mlir.dialects.transform import tensor as tensor_patterns
+
+from workers.compile import transform_builder as tb
 from workers.jsonrecord import JsonRecord
 
-ANY = "!transform.any_op"
+ir = tb.ir
 
-
-def vectorize(handle: str) -> str:
-    """The transform step that vectorizes the ops of `handle`; tensor.extract at computed indices (a flip,
-    a gather of class scores) becomes vector loads or gathers, which the vectorizer refuses by default."""
-    return f"    transform.structured.vectorize {handle} {{vectorize_nd_extract}} : {ANY}"
-# Steps every schedule starts with: a matmul on 16-bit operands whose right operand is a transposed
-# tensor (nn.Linear's weight) reads that tensor in its own layout instead, so no kernel transposes it
-# (transpose_matmul makes the operand a transpose of the transpose, which canonicalization folds away);
-# mma.sync takes B as (n, k) fragments, loaded by ldmatrix without .trans. A SIMT matmul keeps the
-# transpose: its threads read B's (k, n) rows coalesced, W's (n, k) rows made the MLP 1.46x slower on
-# the H200 (benchmarks/results/perf_targets_h200.md run 10). tensor.pad becomes a fill plus a
-# linalg.copy into the padded buffer, so that the padding runs in a kernel instead of a memref.copy on
-# the host; unit dims of generic ops are folded away.
-PREPARE_STEPS = [
-    f'%funcs = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}',
-    f"%func = transform.foreach_match in %funcs @__farm_matmul_of_transpose -> @__farm_read_untransposed "
-    f": ({ANY}) -> {ANY}",
-    # tensor.concat (torch.cat) as one insert_slice per piece, each then a copy kernel
-    f"transform.apply_patterns to %func {{ transform.apply_patterns.tensor.decompose_concat }} : {ANY}",
-    f'%pads = transform.structured.match ops{{["tensor.pad"]}} in %func : ({ANY}) -> {ANY}',
-    f"%pads_dps = transform.structured.rewrite_in_destination_passing_style %pads : ({ANY}) -> {ANY}",
-    f'%inserts = transform.structured.match ops{{["tensor.insert_slice"]}} in %func : ({ANY}) -> {ANY}',
-    f"%pad_copies = transform.structured.insert_slice_to_copy %inserts : ({ANY}) -> {ANY}",
-    f"transform.apply_patterns to %func {{ transform.apply_patterns.canonicalization }} : {ANY}",
-]
+ANY = "!transform.any_op"  # the handle type of PREPARE_SEQUENCES' text
+MAIN_SEQUENCE = "__transform_main"
+MATCH_TRANSPOSED_RHS, READ_UNTRANSPOSED = "__farm_matmul_of_transpose", "__farm_read_untransposed"
 # the matcher (a linalg.matmul of 16-bit operands whose rhs a linalg.transpose makes) and the action of
-# PREPARE_STEPS' foreach_match
-PREPARE_SEQUENCES = [
-    f"transform.named_sequence @__farm_matmul_of_transpose(%op: {ANY} {{transform.readonly}}) -> {ANY} {{",
-    f'  transform.match.operation_name %op ["linalg.matmul"] : {ANY}',
-    f"  %rhs = transform.get_producer_of_operand %op[1] : ({ANY}) -> {ANY}",
-    f'  transform.match.operation_name %rhs ["linalg.transpose"] : {ANY}',
-    f"  %half = transform.match.structured failures(propagate) %op : ({ANY}) -> {ANY} {{",
-    f"  ^bb0(%matmul: {ANY}):",
-    f"    %b = transform.match.structured.input %matmul[1] : ({ANY}) -> !transform.any_value",
-    "    %bits = transform.match.structured.elemental_bitwidth %b : (!transform.any_value) -> !transform.param<i64>",
-    "    %sixteen = transform.param.constant 16 : i64 -> !transform.param<i64>",
-    "    transform.match.param.cmpi eq %bits, %sixteen : !transform.param<i64>",
-    f"    transform.match.structured.yield %matmul : {ANY}",
-    "  }",
-    f"  transform.yield %half : {ANY}",
-    "}",
-    f"transform.named_sequence @__farm_read_untransposed(%op: {ANY} {{transform.consumed}}) {{",
-    f"  %transposed_rhs = transform.structured.transpose_matmul %op <rhs> : ({ANY}) -> {ANY}",
-    "  transform.yield",
-    "}",
-]
+# prepare()'s foreach_match; text, as the bindings have no classes for transform.match.structured's ops
+PREPARE_SEQUENCES = f"""
+transform.named_sequence @{MATCH_TRANSPOSED_RHS}(%op: {ANY} {{transform.readonly}}) -> {ANY} {{
+  transform.match.operation_name %op ["linalg.matmul"] : {ANY}
+  %rhs = transform.get_producer_of_operand %op[1] : ({ANY}) -> {ANY}
+  transform.match.operation_name %rhs ["linalg.transpose"] : {ANY}
+  %half = transform.match.structured failures(propagate) %op : ({ANY}) -> {ANY} {{
+  ^bb0(%matmul: {ANY}):
+    %b = transform.match.structured.input %matmul[1] : ({ANY}) -> !transform.any_value
+    %bits = transform.match.structured.elemental_bitwidth %b : (!transform.any_value) -> !transform.param<i64>
+    %sixteen = transform.param.constant 16 : i64 -> !transform.param<i64>
+    transform.match.param.cmpi eq %bits, %sixteen : !transform.param<i64>
+    transform.match.structured.yield %matmul : {ANY}
+  }}
+  transform.yield %half : {ANY}
+}}
+transform.named_sequence @{READ_UNTRANSPOSED}(%op: {ANY} {{transform.consumed}}) {{
+  %transposed_rhs = transform.structured.transpose_matmul %op <rhs> : ({ANY}) -> {ANY}
+  transform.yield
+}}"""
 
 
-def transform_module_head(root: str) -> list[str]:
-    """The first lines of a transform module whose main sequence (its payload handle %root marked
-    `root`: readonly or consumed) starts with PREPARE_STEPS, which leave the function in %func."""
-    return ["module attributes {transform.with_named_sequence} {",
-            *("  " + line for line in PREPARE_SEQUENCES),
-            f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.{root}}}) {{",
-            *("    " + step for step in PREPARE_STEPS)]
+def schedule_module() -> tb.TransformModule:
+    """A transform module that holds the sequences prepare() applies (in the caller's MLIR context)."""
+    module = tb.TransformModule()
+    module.add_text(PREPARE_SEQUENCES)
+    return module
+
+
+def prepare(root: tb.Handle) -> tb.Handle:
+    """The steps every schedule starts with; returns the function's handle.
+
+    A matmul on 16-bit operands whose right operand is a transposed tensor (nn.Linear's weight) reads that
+    tensor in its own layout instead, so no kernel transposes it (transpose_matmul makes the operand a
+    transpose of the transpose, which canonicalization folds away); mma.sync takes B as (n, k) fragments,
+    loaded by ldmatrix without .trans. A SIMT matmul keeps the transpose: its threads read B's (k, n) rows
+    coalesced, W's (n, k) rows made the MLP 1.46x slower on the H200 (benchmarks/results/perf_targets_h200.md
+    run 10). tensor.concat (torch.cat) becomes one insert_slice per piece, each then a copy kernel;
+    tensor.pad a fill plus a linalg.copy into the padded buffer, so that the padding runs in a kernel instead
+    of a memref.copy on the host; unit dims of generic ops are folded away."""
+    funcs = tb.match(root, ["func.func"], name="funcs")
+    symbol = lambda name: ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(name)])  # noqa: E731
+    func = transform.ForeachMatchOp(tb.any_op(), [], funcs, [], symbol(MATCH_TRANSPOSED_RHS),
+                                    symbol(READ_UNTRANSPOSED), loc=ir.Location.name("func")).updated
+    tb.apply_patterns(func, tensor_patterns.ApplyDecomposeTensorConcatPatternsOp)
+    pads = tb.match(func, ["tensor.pad"], name="pads")
+    structured.RewriteInDestinationPassingStyleOp(tb.any_op(), pads, loc=ir.Location.name("pads_dps"))
+    inserts = tb.match(func, ["tensor.insert_slice"], name="inserts")
+    structured.InsertSliceToCopyOp(tb.any_op(), inserts, loc=ir.Location.name("pad_copies"))
+    tb.canonicalize(func)
+    return func
 
 
 # subviews folded into the accesses: the shared tiles are then padded (farm-pad-tensor-core-tiles)
 TENSOR_CORE_PASSES = "gpu.func(convert-vector-to-gpu{use-nvgpu=true},fold-memref-alias-ops,canonicalize)"
 TRANSFORM_STEP = "transform @"  # a step that applies a named sequence of transform.mlir
-MAIN_SEQUENCE = "__transform_main"
 PIPELINE_COPIES_SEQUENCE = "__farm_pipeline_copies"  # after the tensor-core conversion (tensor_core.py)
 HOST_CHECK = "farm-host-check"  # the host code is final: it must only allocate, view and launch (host.py)
 PIPELINE_HEADER = """\

@@ -8,7 +8,11 @@ each becomes a copy into a block-local tensor, which bufferization allocates in 
 """
 from __future__ import annotations
 
-from workers.compile.pipeline import ANY, vectorize
+from numba_cuda_mlir._mlir.dialects.transform import structured
+
+from workers.compile import transform_builder as tb
+
+ir = tb.ir
 
 LOAD_BYTES = 16  # one 128-bit global load when staging operand tiles
 LINEAR_THREADS = "#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>"
@@ -32,48 +36,35 @@ def copy_pieces(shape: tuple[int, ...], threads: int, element_bytes: int) -> int
     return (shape[-2] // rows) * (shape[-1] // cols)
 
 
-def emit_operand_tiles(k: str, op: str, inputs: list[str], result: str, loops: int) -> str:
+def emit_operand_tiles(k: str, op: tb.Handle, inputs: list[str], result: str, loops: int) -> tb.Handle:
     """The K step `op` (of `loops` loops) reading copies of its input tiles (element types `inputs`), its
-    result (`result`) in place: %{k}_pd."""
-    values = ", ".join(f"0.0 : {t}" for t in [*inputs, result])
-    nofold = ", ".join(["1"] * len(inputs) + ["0"])
-    return (f"    %{k}_pd, %{k}_pads, %{k}_cb = transform.structured.pad {op} {{padding_values = [{values}], "
-            f"padding_dimensions = {list(range(loops))}, nofold_flags = [{nofold}], copy_back_op = \"none\"}} "
-            f": ({ANY}) -> ({ANY}, {ANY}, {ANY})")
+    result (`result`) in place; returns the padded op."""
+    zeros = ir.ArrayAttr.get([ir.FloatAttr.get(ir.Type.parse(t), 0.0) for t in [*inputs, result]])
+    return structured.PadOp(op, padding_values=zeros, padding_dimensions=list(range(loops)),
+                            nofold_flags=[1] * len(inputs) + [0], copy_back_op="none",
+                            loc=ir.Location.name(f"{k}_pd")).padded
 
 
-def emit_operand_copies(k: str, tiles: list[tuple[tuple[int, ...], int]], threads: int,
-                        row_mark: str | None = None) -> list[str]:
-    """Each input i of %{k}_pd ((its tile's shape, element bytes) in `tiles`) copied by the block's
+def emit_operand_copies(k: str, padded: tb.Handle, tiles: list[tuple[tuple[int, ...], int]], threads: int,
+                        row_mark: str | None = None) -> None:
+    """Each input i of `padded` ((its tile's shape, element bytes) in `tiles`) copied by the block's
     `threads`: the pad becomes a linalg.copy into a tensor.empty, tiled over the threads (copy_tile),
     each thread's piece in a loop of rows. `row_mark`: annotate each row loop with its trip count (the
     pipeliner unrolls them)."""
-    out = []
     for i, (shape, element_bytes) in enumerate(tiles):
         rows, cols = copy_tile(shape, threads, element_bytes)
         outer = [0] * (len(shape) - 2)
-        out += [
-            f"    %{k}_pad{i} = transform.get_producer_of_operand %{k}_pd[{i}] : ({ANY}) -> {ANY}",
-            f"    %{k}_dps{i} = transform.structured.rewrite_in_destination_passing_style %{k}_pad{i} "
-            f": ({ANY}) -> {ANY}",
-            f"    %{k}_cp{i} = transform.get_producer_of_operand %{k}_pd[{i}] : ({ANY}) -> {ANY}",
-            f"    %{k}_ct{i}, %{k}_cthreads{i} = transform.structured.tile_using_forall %{k}_cp{i} tile_sizes "
-            f"{outer + [rows, cols]} (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
-            f"    %{k}_cr{i}, %{k}_crows{i} = transform.structured.tile_using_for %{k}_ct{i} tile_sizes "
-            f"{outer + [1, 0]} : ({ANY}) -> ({ANY}, {ANY})",
-        ]
+        structured.RewriteInDestinationPassingStyleOp(tb.any_op(), tb.producer_of(padded, i, f"{k}_pad{i}"),
+                                                      loc=ir.Location.name(f"{k}_dps{i}"))
+        thread_copy, _ = tb.tile_forall(tb.producer_of(padded, i, f"{k}_cp{i}"), LINEAR_THREADS,
+                                        tile_sizes=outer + [rows, cols], name=f"{k}_ct{i}")
+        _, row_loop = tb.tile_for(thread_copy, outer + [1, 0], f"{k}_cr{i}")
         if row_mark:
-            out += [f"    %{k}_nrows{i} = transform.param.constant {rows} : i64 -> !transform.param<i64>",
-                    f'    transform.annotate %{k}_crows{i} "{row_mark}" = %{k}_nrows{i} : {ANY}, !transform.param<i64>']
-    return out
+            tb.mark(row_loop, row_mark, rows, name=f"{k}_nrows{i}")
 
 
-def emit_staged_copies(kernel: int) -> list[str]:
-    """After bufferization: the rows of a staged K step's operand copies become 128-bit vector
-    transfers. On tensors, a vectorized copy folds back into a slice insertion, which bufferizes to a
-    scalar memref.copy."""
-    return [
-        f'    %tc{kernel}_copies = transform.structured.match ops{{["linalg.copy"]}} in %kernel{kernel} '
-        f": ({ANY}) -> {ANY}",
-        vectorize(f"%tc{kernel}_copies"),
-    ]
+def emit_staged_copies(kernel: int, grid: tb.Handle) -> None:
+    """After bufferization (`grid`: the kernel's block forall): the rows of a staged K step's operand copies
+    become 128-bit vector transfers. On tensors, a vectorized copy folds back into a slice insertion, which
+    bufferizes to a scalar memref.copy."""
+    tb.vectorize(tb.match(grid, ["linalg.copy"], name=f"tc{kernel}_copies"))

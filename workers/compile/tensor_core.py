@@ -33,12 +33,24 @@ to the block's threads and leaves the block's matmul whole, marked WGMMA; passes
 from __future__ import annotations
 
 import math
+from functools import partial
 from dataclasses import dataclass
 
-from workers.compile.pipeline import ANY, vectorize
+from numba_cuda_mlir._mlir.dialects import transform
+from numba_cuda_mlir._mlir.dialects.transform import gpu as gpu_transforms
+from numba_cuda_mlir._mlir.dialects.transform import loop as loop_ops
+from numba_cuda_mlir._mlir.dialects.transform import memref as memref_transforms
+from numba_cuda_mlir._mlir.dialects.transform import nvgpu as nvgpu_transforms
+from numba_cuda_mlir._mlir.dialects.transform import tensor as tensor_patterns
+from numba_cuda_mlir._mlir.dialects.transform import vector
+
+from workers.compile import kernel_marks
+from workers.compile import transform_builder as tb
 from workers.compile.staging import LINEAR_THREADS, LOAD_BYTES, copy_tile, emit_operand_copies, emit_operand_tiles
 from workers.records import ELEMENT_BYTES, WARP_SIZE, WARPGROUP_THREADS, WGMMA_ROW_BYTES, OpSchedule, wgmma_k_step
 from workers.target import Target
+
+ir = tb.ir
 
 # mma.sync shape (m, n, k) by operand type: m16n8k16 for f16 and bf16 (bf16 through f16 fragments:
 # tensor_core_conversion.stage_bf16_as_f16), m16n8k8 for f32 operands, which the tensor cores read as TF32 (the job's
@@ -261,73 +273,48 @@ def _default_warp_tile(block: tuple[int, int]) -> tuple[int, int] | None:
                  and block[0] // w[0] * block[1] // w[1] * WARP_SIZE <= MAX_THREADS), None)
 
 
-def emit_mma_group(kernel: int, k: str, plan: MmaPlan, fill: str | None, s: OpSchedule) -> list[str]:
+def emit_mma_group(kernel: int, k: str, plan: MmaPlan, ops: list[tb.Handle], fill: tb.Handle | None,
+                   s: OpSchedule) -> None:
     """Transform steps of the kernel: block forall (annotated farm.kernel), then the fill over the
-    block's threads, the matmul over its warps and the epilogue over its threads."""
-    anchor = f"%op{plan.epilogue if plan.epilogue is not None else plan.matmul}"
+    block's threads, the matmul over its warps and the epilogue over its threads; `ops`: the payload's
+    linalg ops, `fill`: the matmul's fill."""
     n_block = sum(1 for b in s.block_tile if b)
-    block_ids = ", ".join(f"#gpu.block<{i}>" for i in ("y", "x")[2 - n_block:])
-    who = f"{math.prod(plan.warps)} {'warpgroups' if plan.warpgroup else 'warps'} of {plan.warp[0]}x{plan.warp[1]} outputs"
-    who += f" on wgmma, {plan.stages} K steps in flight" if plan.warpgroup else ""
-    out = [
-        f"    // kernel of op {plan.epilogue if plan.epilogue is not None else plan.matmul} on tensor cores: "
-        f"matmul op {plan.matmul}, {who}",
-        f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {anchor} tile_sizes "
-        f"[{', '.join(map(str, s.block_tile))}] (mapping = [{block_ids}]) : ({ANY}) -> ({ANY}, {ANY})",
-    ]
-    grid, matmul_b = f"%{k}_grid", f"%{k}_b"
+    kernel_id = tb.param(kernel, name=f"{k}_id")
+    block, grid = tb.tile_forall(ops[plan.epilogue if plan.epilogue is not None else plan.matmul],
+                                 ", ".join(f"#gpu.block<{i}>" for i in ("y", "x")[2 - n_block:]),
+                                 tile_sizes=s.block_tile, name=f"{k}_b")
+    matmul_block = block
     if plan.epilogue is not None:
-        out.append(f"    %{k}_mm, %{k}_grid_mm = transform.structured.fuse_into_containing_op %op{plan.matmul} into "
-                   f"{grid} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        grid, matmul_b = f"%{k}_grid_mm", f"%{k}_mm"
+        matmul_block, grid = tb.fuse_into(ops[plan.matmul], grid, f"{k}_mm")
     if fill:
-        out.append(f"    %{k}_fb, %{k}_grid_f = transform.structured.fuse_into_containing_op {fill} into {grid} "
-                   f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        grid = f"%{k}_grid_f"
-    out.append(f"    transform.annotate {grid} \"farm.kernel\" = %{k}_id : {ANY}, !transform.param<i64>")
+        fill, grid = tb.fuse_into(fill, grid, f"{k}_fb")
+    tb.annotate(grid, kernel_marks.KERNEL, kernel_id)
     if plan.epilogue is not None:
         # the accumulator tile becomes a block-local tensor (and so a shared-memory buffer), not a
         # slice of a whole-matrix temporary
-        out.append(f"    transform.apply_patterns to {grid} {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {ANY}")
+        tb.apply_patterns(grid, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)
     if fill:
         # over the block's threads as the epilogue is, in rows of 1-D vectors: a thread's 2-D (column)
         # vector of zeros went through a local-memory copy on its way to the tile
-        rows, cols = plan.epilogue_tile()
-        out += [f"    %{k}_ft, %{k}_fthreads = transform.structured.tile_using_forall %{k}_fb tile_sizes [{rows}, {cols}] "
-                f"(mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
-                f"    %{k}_fr, %{k}_frows = transform.structured.tile_using_for %{k}_ft tile_sizes [1, 0] "
-                f": ({ANY}) -> ({ANY}, {ANY})",
-                vectorize(f"%{k}_fr")]
+        thread_fill, _ = tb.tile_forall(fill, LINEAR_THREADS, tile_sizes=list(plan.epilogue_tile()), name=f"{k}_ft")
+        tb.vectorize(tb.tile_for(thread_fill, [1, 0], f"{k}_fr")[0])
     if plan.warpgroup:
         # the block's matmul stays whole: wgmma.warpgroup_matmuls gives it its K loop
-        out += [f"    %{k}_stages = transform.param.constant {plan.stages} : i64 -> !transform.param<i64>",
-                f'    transform.annotate {matmul_b} "{WGMMA}" = %{k}_stages : {ANY}, !transform.param<i64>',
-                f"    %{k}_wg_rows = transform.param.constant {plan.warp[0]} : i64 -> !transform.param<i64>",
-                f'    transform.annotate {matmul_b} "{WGMMA_ROWS}" = %{k}_wg_rows : {ANY}, !transform.param<i64>']
+        tb.mark(matmul_block, WGMMA, plan.stages, name=f"{k}_stages")
+        tb.mark(matmul_block, WGMMA_ROWS, plan.warp[0], name=f"{k}_wg_rows")
     elif s.promote_shared:
-        out += _staged_k_step(k, plan, matmul_b)
+        _staged_k_step(k, plan, matmul_block, kernel_id)
     else:
-        out += [
-            f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall {matmul_b} num_threads "
-            f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
-            f"    %{k}_wk, %{k}_kloop = transform.structured.tile_using_for %{k}_w tile_sizes [0, 0, {plan.k_step}] "
-            f": ({ANY}) -> ({ANY}, {ANY})",
-            vectorize(f"%{k}_wk"),
-        ]
+        warp_op, _ = tb.tile_forall(matmul_block, LINEAR_WARPS, num_threads=[*plan.warps, 0], name=f"{k}_w")
+        tb.vectorize(tb.tile_for(warp_op, [0, 0, plan.k_step], f"{k}_wk")[0])
     if plan.epilogue is not None:
         # vectorized, so that no scalar code shares the kernel with the contractions that
         # convert-vector-to-gpu rewrites (it rejects a function where it meets scalar casts)
         # ... and in rows of 1-D vectors (a loop over the thread's rows): convert-vector-to-gpu takes
         # any 2-D chain of elementwise ops for MMA fragments (a lone f32->f16 cast it then cannot
         # convert), and leaves alone a chain that reads 1-D vectors
-        rows, cols = plan.epilogue_tile()
-        out += [f"    %{k}_t, %{k}_threads = transform.structured.tile_using_forall %{k}_b tile_sizes"
-                f" [{rows}, {cols}] (mapping = [{LINEAR_THREADS}]) : ({ANY}) -> ({ANY}, {ANY})",
-                f"    %{k}_tr, %{k}_rows = transform.structured.tile_using_for %{k}_t tile_sizes [1, 0] "
-                f": ({ANY}) -> ({ANY}, {ANY})",
-                vectorize(f"%{k}_tr")]
-    return out
+        thread_op, _ = tb.tile_forall(block, LINEAR_THREADS, tile_sizes=list(plan.epilogue_tile()), name=f"{k}_t")
+        tb.vectorize(tb.tile_for(thread_op, [1, 0], f"{k}_tr")[0])
 
 
 BANKS = 32  # shared-memory banks of 4 bytes
@@ -350,26 +337,17 @@ def padded_columns(columns: int, element_bytes: int, scalar_fragments: bool = Fa
     return columns + LOAD_BYTES // element_bytes
 
 
-def _staged_k_step(k: str, plan: MmaPlan, matmul_b: str) -> list[str]:
+def _staged_k_step(k: str, plan: MmaPlan, matmul_block: tb.Handle, kernel_id: tb.Handle) -> None:
     """promote_shared: the block steps over K; each step's A (block_m x k_step) and B (k_step x
     block_n) tiles are copied into block-local tensors (shared memory) by all threads of the block,
     128 bits per load, then the warps run their mma tiles on them."""
-    acc, operand = plan.accumulator, plan.operand
-    out = [
-        f"    %{k}_mk, %{k}_kloop = transform.structured.tile_using_for {matmul_b} tile_sizes [0, 0, {plan.k_step}] "
-        f": ({ANY}) -> ({ANY}, {ANY})",
-        # marks that outlive bufferization: the K loop (its staged tiles, its pipelining), a copy's row loop
-        f'    transform.annotate %{k}_kloop "{K_LOOP}" = %{k}_id : {ANY}, !transform.param<i64>',
-        emit_operand_tiles(k, f"%{k}_mk", [operand, operand], acc, 3),
-    ]
-    out += emit_operand_copies(k, [(shape, ELEMENT_BYTES[operand]) for shape in plan.staged_tiles], plan.threads,
-                               COPY_ROWS if plan.stages > 1 else None)
-    out += [
-        f"    %{k}_w, %{k}_warps = transform.structured.tile_using_forall %{k}_pd num_threads "
-        f"[{plan.warps[0]}, {plan.warps[1]}, 0] (mapping = [{LINEAR_WARPS}]) : ({ANY}) -> ({ANY}, {ANY})",
-        vectorize(f"%{k}_w"),
-    ]
-    return out
+    step, k_loop = tb.tile_for(matmul_block, [0, 0, plan.k_step], f"{k}_mk")
+    # marks that outlive bufferization: the K loop (its staged tiles, its pipelining), a copy's row loop
+    tb.annotate(k_loop, K_LOOP, kernel_id)
+    padded = emit_operand_tiles(k, step, [plan.operand, plan.operand], plan.accumulator, 3)
+    emit_operand_copies(k, padded, [(shape, ELEMENT_BYTES[plan.operand]) for shape in plan.staged_tiles],
+                        plan.threads, COPY_ROWS if plan.stages > 1 else None)
+    tb.vectorize(tb.tile_forall(padded, LINEAR_WARPS, num_threads=[*plan.warps, 0], name=f"{k}_w")[0])
 
 
 WGMMA = "farm.wgmma"  # a block's linalg.matmul that warpgroups compute: = its K steps in flight
@@ -382,89 +360,73 @@ COPIES_AHEAD = "farm.copies_ahead"  # a pipelined K loop whose copies may go bef
 GROUPS_PER_K_STEP = 2
 
 
-def _k_loop(kernel: int, root: str) -> str:
-    return (f'    %tc{kernel}_kloop = transform.structured.match ops{{["scf.for"]}} attributes{{{K_LOOP} = {kernel} : i64}} '
-            f"in {root} : ({ANY}) -> {ANY}")
+def _k_loop(kernel: int, root: tb.Handle) -> tb.Handle:
+    return tb.match(root, ["scf.for"], attributes={K_LOOP: kernel}, name=f"tc{kernel}_kloop")
 
 
-def emit_staged_tiles(kernel: int, plan: MmaPlan, func: str) -> list[str]:
+def emit_staged_tiles(kernel: int, plan: MmaPlan, func: tb.Handle) -> None:
     """After thread mapping (`func`: the function): mark the kernel's staged tiles (the allocations in
     its K loop); with several stages also unroll each thread's copy rows, as the pipeliner takes a
     loop body without nested regions."""
-    out = [_k_loop(kernel, func),
-           f'    %tc{kernel}_operand_tiles = transform.structured.match ops{{["memref.alloc"]}} in %tc{kernel}_kloop '
-           f": ({ANY}) -> {ANY}",
-           f"    %tc{kernel}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-           f'    transform.annotate %tc{kernel}_operand_tiles "{STAGED}" = %tc{kernel}_id : {ANY}, !transform.param<i64>']
+    k_loop = _k_loop(kernel, func)
+    tb.mark(tb.match(k_loop, ["memref.alloc"], name=f"tc{kernel}_operand_tiles"), STAGED, kernel,
+            name=f"tc{kernel}_id")
     if plan.stages > 1:
-        for rows in sorted({copy_tile(shape, plan.threads, ELEMENT_BYTES[plan.operand])[0] for shape in plan.staged_tiles}):
-            out += [f'    %tc{kernel}_rows{rows} = transform.structured.match ops{{["scf.for"]}} attributes{{{COPY_ROWS} = '
-                    f"{rows} : i64}} in %tc{kernel}_kloop : ({ANY}) -> {ANY}",
-                    f"    transform.loop.unroll %tc{kernel}_rows{rows} {{factor = {rows}}} : {ANY}"]
-    return out
+        for rows in sorted({copy_tile(shape, plan.threads, ELEMENT_BYTES[plan.operand])[0]
+                            for shape in plan.staged_tiles}):
+            loop_ops.LoopUnrollOp(tb.match(k_loop, ["scf.for"], attributes={COPY_ROWS: rows},
+                                           name=f"tc{kernel}_rows{rows}"), factor=rows)
 
 
-def emit_multibuffers(kernel: int, plan: MmaPlan, func: str) -> list[str]:
+def emit_multibuffers(kernel: int, plan: MmaPlan, func: tb.Handle) -> None:
     """After the staged tiles left the K loop (buffer-loop-hoisting on `func`): each becomes plan.buffers
     buffers, K step i using buffer i mod buffers."""
-    return [
-        f'    %tc{kernel}_staged = transform.structured.match ops{{["memref.alloc"]}} attributes{{{STAGED} = {kernel} : i64}} '
-        f"in {func} : ({ANY}) -> {ANY}",
-        f'    %tc{kernel}_allocs = transform.cast %tc{kernel}_staged : {ANY} to !transform.op<"memref.alloc">',
-        # skip_analysis: every step overwrites the whole tile before reading it (its copy), which the
-        # analysis only recognises in memref.copy
-        f"    %tc{kernel}_buffers = transform.memref.multibuffer %tc{kernel}_allocs {{factor = {plan.buffers}, skip_analysis}} "
-        f': (!transform.op<"memref.alloc">) -> {ANY}',
-    ]
+    staged = tb.match(func, ["memref.alloc"], attributes={STAGED: kernel}, name=f"tc{kernel}_staged")
+    allocs = transform.CastOp(transform.OperationType.get("memref.alloc"), staged,
+                              loc=ir.Location.name(f"tc{kernel}_allocs")).output
+    # skip_analysis: every step overwrites the whole tile before reading it (its copy), which the
+    # analysis only recognises in memref.copy
+    memref_transforms.MemRefMultiBufferOp(tb.any_op(), allocs, plan.buffers, skip_analysis=True,
+                                          loc=ir.Location.name(f"tc{kernel}_buffers"))
 
 
-def emit_pipelined_k_loop(kernel: int, plan: MmaPlan) -> list[str]:
+def emit_pipelined_k_loop(kernel: int, plan: MmaPlan, root: tb.Handle) -> None:
     """PIPELINE_COPIES_SEQUENCE's steps for the kernel, after the tensor-core conversion (a bf16 kernel's tiles
     are bf16 again then, so that its copies read and write one type): a K step's copies become cp.async
     groups, whose waits let the groups of the stages - 1 steps after it stay in flight, and the K loop is
     software-pipelined over plan.stages steps, the last steps' copies predicated off (zero bytes) rather
     than peeled."""
-    in_flight = GROUPS_PER_K_STEP * (plan.stages - 1)
-    return [_k_loop(kernel, "%root"),
-            f"    %tc{kernel}_async = transform.nvgpu.create_async_groups %tc{kernel}_kloop {{bypass_l1}} : ({ANY}) -> {ANY}",
-            f'    %tc{kernel}_waits = transform.structured.match ops{{["nvgpu.device_async_wait"]}} in %tc{kernel}_async '
-            f": ({ANY}) -> {ANY}",
-            f"    %tc{kernel}_in_flight = transform.param.constant {in_flight} : i32 -> !transform.param<i32>",
-            f'    transform.annotate %tc{kernel}_waits "numGroups" = %tc{kernel}_in_flight : {ANY}, !transform.param<i32>',
-            f"    %tc{kernel}_pipelined = transform.nvgpu.pipeline_shared_memory_copies failures(propagate) "
-            f"%tc{kernel}_async {{depth = {plan.stages}}} : ({ANY}) -> {ANY}",
-            # the pipelined loop is a new one: it gets the mark back (k_loops.overlap_tiles_dead_in_k_loops)
-            f"    %tc{kernel}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-            f'    transform.annotate %tc{kernel}_pipelined "{K_LOOP}" = %tc{kernel}_id : {ANY}, !transform.param<i64>',
-            *([f'    transform.annotate %tc{kernel}_pipelined "{COPIES_AHEAD}" : {ANY}'] if plan.copies_ahead else [])]
+    groups = nvgpu_transforms.CreateAsyncGroupsOp(tb.any_op(), _k_loop(kernel, root), bypass_l1=True,
+                                                  loc=ir.Location.name(f"tc{kernel}_async")).result
+    tb.mark(tb.match(groups, ["nvgpu.device_async_wait"], name=f"tc{kernel}_waits"), "numGroups",
+            GROUPS_PER_K_STEP * (plan.stages - 1), bits=32, name=f"tc{kernel}_in_flight")
+    pipelined = nvgpu_transforms.PipelineSharedMemoryCopiesOp(
+        tb.any_op(), groups, plan.stages, failure_propagation_mode=transform.FailurePropagationMode.Propagate,
+        loc=ir.Location.name(f"tc{kernel}_pipelined")).result
+    # the pipelined loop is a new one: it gets the mark back (k_loops.overlap_tiles_dead_in_k_loops)
+    tb.mark(pipelined, K_LOOP, kernel, name=f"tc{kernel}_id")
+    if plan.copies_ahead:
+        tb.annotate(pipelined, COPIES_AHEAD)
 
 
-def emit_shared_accumulator(kernel: int) -> list[str]:
+def emit_shared_accumulator(kernel: int, root: tb.Handle) -> None:
     """After empty_tensor_to_alloc_tensor: the kernel's block-local tensors (the accumulator tile an
     epilogue reads) are allocated in workgroup (shared) memory."""
-    return [
-        f'    %tc{kernel}_forall = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {kernel} : i64}} '
-        f"in %root : ({ANY}) -> {ANY}",
-        f'    %tc{kernel}_tiles = transform.structured.match ops{{["bufferization.alloc_tensor"]}} in %tc{kernel}_forall '
-        f": ({ANY}) -> {ANY}",
-        f"    %tc{kernel}_shared = transform.param.constant #gpu.address_space<workgroup> -> !transform.any_param",
-        f'    transform.annotate %tc{kernel}_tiles "memory_space" = %tc{kernel}_shared : {ANY}, !transform.any_param',
-    ]
+    grid = tb.match(root, ["scf.forall"], attributes={kernel_marks.KERNEL: kernel}, name=f"tc{kernel}_forall")
+    tiles = tb.match(grid, ["bufferization.alloc_tensor"], name=f"tc{kernel}_tiles")
+    tb.annotate(tiles, "memory_space", tb.param(tb.attribute("#gpu.address_space<workgroup>"),
+                                                name=f"tc{kernel}_shared"))
 
 
-def emit_mma_contracts(launch: str, plan: MmaPlan) -> list[str]:
+def emit_mma_contracts(launch: tb.Handle, plan: MmaPlan) -> None:
     """After thread mapping: each warp's vectorized K step becomes vector.contracts on the operands
     (extf of f16 folded in, as mma.sync accumulates f16 products in f32), unrolled to the mma shape."""
-    return [
-        f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.vector.reduction_to_contract "
-        "transform.apply_patterns.vector.fold_arith_extension transform.apply_patterns.vector.transfer_permutation_patterns "
-        "transform.apply_patterns.vector.cast_away_vector_leading_one_dim "
-        f"transform.apply_patterns.canonicalization }} : {ANY}",
-        f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.gpu.unroll_vectors_subgroup_mma "
-        f"[{', '.join(map(str, plan.mma_shape))}] }} : {ANY}",
-        # subviews folded into the transfers' indices: hoist_redundant_vector_transfers (next) keeps
-        # the accumulator tiles in registers across the K loop only where they read the buffer itself
-        f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.memref.fold_memref_alias_ops "
-        f"transform.apply_patterns.canonicalization }} : {ANY}",
-        f"    transform.apply_cse to {launch} : {ANY}",
-    ]
+    tb.apply_patterns(launch, vector.ApplyVectorReductionToContractPatternsOp, vector.ApplyFoldArithExtensionPatternsOp,
+                      vector.ApplyTransferPermutationPatternsOp, vector.ApplyCastAwayVectorLeadingOneDimPatternsOp,
+                      transform.ApplyCanonicalizationPatternsOp)
+    tb.apply_patterns(launch, partial(gpu_transforms.ApplyUnrollVectorsSubgroupMmaOp, *plan.mma_shape))
+    # subviews folded into the transfers' indices: hoist_redundant_vector_transfers (next) keeps
+    # the accumulator tiles in registers across the K loop only where they read the buffer itself
+    tb.apply_patterns(launch, memref_transforms.ApplyFoldMemrefAliasOpsPatternsOp,
+                      transform.ApplyCanonicalizationPatternsOp)
+    tb.cse(launch)

@@ -2,15 +2,24 @@
 and threads, and each launch's marks (kernel_marks)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 
-from workers.compile import kernel_marks
+from numba_cuda_mlir._mlir.dialects import transform
+from numba_cuda_mlir._mlir.dialects._vector_transform_enum_gen import (VectorContractLowering,
+                                                                       VectorMultiReductionLowering)
+from numba_cuda_mlir._mlir.dialects.transform import bufferization, structured, vector
+from numba_cuda_mlir._mlir.dialects.transform import gpu as gpu_transforms
+from numba_cuda_mlir._mlir.dialects.transform import tensor as tensor_patterns
+
+from workers.compile import kernel_marks, mlir
+from workers.compile import transform_builder as tb
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.staging import emit_staged_copies
-from workers.compile.pipeline import ANY, PIPELINE_COPIES_SEQUENCE, transform_module_head, vectorize
+from workers.compile.pipeline import MAIN_SEQUENCE, PIPELINE_COPIES_SEQUENCE, prepare, schedule_module
 from workers.compile.schedule.grouping import Group, plan_groups, ROW_LOOPS, group_family, reduction_member, feeding
 from workers.compile.schedule.templates import PARTIAL_LOADS, img2col_op, split_over_blocks, partial_kernel_schedule
-from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, forall_mapping, ints,
+from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, forall_mapping,
                                             linear_grid, threads_per_loop)
 from workers.compile.schedule.v0 import default_group_schedule
 from workers.compile.schedule.staged_matmul import StagedMatmul, emit_registers_across_k_steps, emit_staged_matmul
@@ -19,6 +28,8 @@ from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_g
                                          emit_pipelined_k_loop, emit_shared_accumulator, emit_staged_tiles)
 from workers.records import OpInfo, OpSchedule, ScheduleParams, reduction_extents
 from workers.target import Target, target
+
+ir = tb.ir
 
 
 @dataclass
@@ -36,7 +47,14 @@ class Kernel:
     linear_grid: int = 0  # blocks of a 1-D grid of linear block ids (linear_grid()); 0: grid x, y, z
 
 
-HOIST = "    transform.loop.hoist_loop_invariant_subsets"
+@dataclass
+class Payload:
+    """The handles a group's steps start from: the function, each linalg op by position, and each
+    img2col conv's gather and matmul-like op."""
+
+    func: tb.Handle
+    ops: list[tb.Handle]
+    img2col: dict[int, tuple[tb.Handle, tb.Handle]]
 
 
 def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts],
@@ -71,196 +89,179 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision, gpu)
                  for g in groups}
     kernels = plan_kernels(groups, schedules, facts, gpu)
-    ids = {(c.anchor, c.partial): i for i, c in enumerate(kernels)}
     group_of = {g.anchor: g for g in groups}
     tensor_cores = {i: mma_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)
                     if not c.partial and schedules[c.anchor].tensor_core != "none"}
-    # SIMT matmuls whose operand tiles are staged in shared memory
-    staged_simt = {i: staged_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)
-                   if not c.partial and schedules[c.anchor].promote_shared and i not in tensor_cores}
-    # mma.sync kernels: their warps' K steps vectorized into contracts, their staging in transform.mlir
-    warp_mmas = {k: plan for k, plan in tensor_cores.items() if not plan.warpgroup}
     tf32 = [plan.matmul for plan in tensor_cores.values() if plan.operand == "f32"]
     if tf32 and params.precision != "tf32":
         raise ScheduleError(f"op {tf32[0]}: f32 matmuls run on tensor cores as TF32, which needs precision "
                             f"\"tf32\" (its tolerance), not {params.precision!r}")
-    lines = transform_module_head("consumed")
-    lines.append(f"    %ops = transform.structured.match interface{{LinalgOp}} in %func : ({ANY}) -> {ANY}")
-    handles = ", ".join(f"%op{i}" for i in range(len(facts)))
-    lines.append(f"    {handles} = transform.split_handle %ops : ({ANY}) -> ({', '.join([ANY] * len(facts))})")
-    lines += emit_img2col_conversions(groups, schedules, facts)
+    # SIMT matmuls whose operand tiles are staged in shared memory
+    staged_simt = {i: staged_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)
+                   if not c.partial and schedules[c.anchor].promote_shared and i not in tensor_cores}
+    # mma.sync kernels whose staged tiles are in a K loop (a single K step leaves no loop, nothing to
+    # pipeline), and those of them with copies in flight
+    staged = {k: plan for k, plan in tensor_cores.items() if not plan.warpgroup
+              and schedules[kernels[k].anchor].promote_shared and plan.k_steps > 1}
+    pipelined = {k: plan for k, plan in staged.items() if plan.stages > 1}
+    with mlir.context():
+        module = schedule_module()
+        with module.sequence(MAIN_SEQUENCE) as root:
+            _emit_main(root, groups, schedules, facts, kernels, tensor_cores, staged_simt, staged, pipelined)
+        if pipelined:
+            with module.sequence(PIPELINE_COPIES_SEQUENCE, "readonly") as root:
+                for k, plan in pipelined.items():
+                    emit_pipelined_k_loop(k, plan, root)
+        return module.text(), kernels
+
+
+def _emit_main(root: tb.Handle, groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts],
+               kernels: list[Kernel], tensor_cores: dict[int, MmaPlan], staged_simt: dict[int, StagedMatmul],
+               staged: dict[int, MmaPlan], pipelined: dict[int, MmaPlan]) -> None:
+    """The main sequence: every kernel tiled and fused on tensors, then bufferized, mapped to blocks and
+    threads, and its vector code lowered."""
+    func = prepare(root)
+    ops = tb.split(tb.match(func, interface="LinalgOp", name="ops"), len(facts), name="op")
+    payload = Payload(func, ops, emit_img2col_conversions(groups, schedules, facts, func, ops))
+    ids = {(c.anchor, c.partial): i for i, c in enumerate(kernels)}
     # a producer that several kernels compute again is fused into the last consumer first: fusion into a
     # kernel that runs before another consumer would write the producer's result out for it
     recomputed = any(g.producer is not None and not facts[g.producer].single_use for g in groups)
-    order = list(reversed(groups)) if recomputed else groups
-    group_lines = [line for g in order for line in _emit_group(ids, g, schedules[g.anchor], facts, tensor_cores,
-                                                                  staged_simt)]
     # loop-invariant subsets are found once CSE has made the accumulator's read and write indices the
     # same values: those steps run after it
-    hoists = [line for line in group_lines if line.startswith(HOIST)]
-    lines += [line for line in group_lines if not line.startswith(HOIST)]
-    lines += [
-        f"    transform.apply_patterns to %func {{ transform.apply_patterns.canonicalization }} : {ANY}",
-        # inside the kernels only: CSE would merge the function's equal tensor.empty ops, and one written by two
-        # kernels is copied on the host (a concat's, whose pieces a kernel each writes)
-        f'    %tiled = transform.structured.match ops{{["scf.forall"]}} in %func : ({ANY}) -> {ANY}',
-        f"    transform.apply_cse to %tiled : {ANY}",
-        *hoists,
-        # a kernel writing a piece of a concat into a tensor.empty of its own (canonicalization folds a slice
-        # of an empty tensor into one) writes into the concat's slice instead, else the host copies it there
-        f"    transform.bufferization.eliminate_empty_tensors %func : {ANY}",
-        f'    %empties = transform.structured.match ops{{["tensor.empty"]}} in %root : ({ANY}) -> !transform.op<"tensor.empty">',
-        '    transform.bufferization.empty_tensor_to_alloc_tensor %empties : (!transform.op<"tensor.empty">) '
-        '-> !transform.op<"bufferization.alloc_tensor">',
-    ]
+    hoists = [loop for g in (reversed(groups) if recomputed else groups)
+              for loop in _emit_group(ids, g, schedules[g.anchor], facts, payload, tensor_cores, staged_simt)]
+    tb.canonicalize(func)
+    # inside the kernels only: CSE would merge the function's equal tensor.empty ops, and one written by two
+    # kernels is copied on the host (a concat's, whose pieces a kernel each writes)
+    tb.cse(tb.match(func, ["scf.forall"], name="tiled"))
+    for loop in hoists:
+        tb.hoist_subsets(loop)
+    # a kernel writing a piece of a concat into a tensor.empty of its own (canonicalization folds a slice
+    # of an empty tensor into one) writes into the concat's slice instead, else the host copies it there
+    bufferization.EliminateEmptyTensorsOp(func)
+    empties = structured.MatchOp(transform.OperationType.get("tensor.empty"), root, ops=["tensor.empty"],
+                                 loc=ir.Location.name("empties")).result
+    bufferization.EmptyTensorToAllocTensorOp(transform.OperationType.get("bufferization.alloc_tensor"), empties)
     # block-local tensors in shared memory: a tensor-core kernel's accumulator tile, a block reduction's partials
     for k, kernel in enumerate(kernels):
         s = schedules[kernel.anchor]
         if k in tensor_cores or k in staged_simt or not kernel.partial and (s.block_reduction or s.row_kernel):
-            lines += emit_shared_accumulator(k)
-    lines += [
-        "    %bufferized = transform.bufferization.one_shot_bufferize %root {bufferize_function_boundaries = true, "
-        f"function_boundary_type_conversion = 1 : i32, memcpy_op = \"linalg.copy\"}} : ({ANY}) -> {ANY}",
-    ]
+            emit_shared_accumulator(k, root)
+    bufferized = bufferization.OneShotBufferizeOp(
+        root, bufferize_function_boundaries=True, memcpy_op="linalg.copy", loc=ir.Location.name("bufferized"),
+        function_boundary_type_conversion=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)).result
     # bufferization leaves self-copies of identical subviews behind; CSE + folding removes them
-    lines += [
-        f'    %bufferized_func = transform.structured.match ops{{["func.func"]}} in %bufferized : ({ANY}) -> {ANY}',
-        f"    transform.apply_cse to %bufferized_func : {ANY}",
-        f"    transform.apply_patterns to %bufferized_func {{ transform.apply_patterns.canonicalization }} : {ANY}",
-        f"    transform.apply_cse to %bufferized_func : {ANY}",
-    ]
+    bufferized_func = tb.match(bufferized, ["func.func"], name="bufferized_func")
+    tb.cse(bufferized_func)
+    tb.canonicalize(bufferized_func)
+    tb.cse(bufferized_func)
+    warp_mmas = {k: plan for k, plan in tensor_cores.items() if not plan.warpgroup}
     for k, kernel in enumerate(kernels):
-        lines += [
-            f'    %kernel{k} = transform.structured.match ops{{["scf.forall"]}} attributes{{farm.kernel = {k} : i64}} '
-            f"in %bufferized : ({ANY}) -> {ANY}",
-            *(emit_staged_copies(k) if k in staged_simt
-              or k in warp_mmas and schedules[kernel.anchor].promote_shared else []),
-            f"    %launch{k} = transform.gpu.map_forall_to_blocks %kernel{k} "
-            f"{f'grid_dims = [{kernel.linear_grid}, 1, 1] ' if kernel.linear_grid else ''}"
-            f"{{ generate_gpu_launch }} : ({ANY}) -> {ANY}",
-            *_annotate_launch(k, kernel),
-            f"    {f'%mapped{k} = ' if k in warp_mmas or k in staged_simt else ''}"
-            f"transform.gpu.map_nested_forall_to_threads %launch{k} block_dims = {ints(kernel.block)} : ({ANY}) -> {ANY}",
-        ]
+        grid = tb.match(bufferized, ["scf.forall"], attributes={kernel_marks.KERNEL: k}, name=f"kernel{k}")
+        if k in staged_simt or k in warp_mmas and schedules[kernel.anchor].promote_shared:
+            emit_staged_copies(k, grid)
+        launch = gpu_transforms.MapForallToBlocks(grid, grid_dims=[kernel.linear_grid, 1, 1] if kernel.linear_grid
+                                                  else None, generate_gpu_launch=True,
+                                                  loc=ir.Location.name(f"launch{k}")).result
+        _annotate_launch(launch, kernel)
+        mapped = gpu_transforms.MapNestedForallToThreads(launch, block_dims=kernel.block,
+                                                         loc=ir.Location.name(f"mapped{k}")).result
         if k in warp_mmas:
-            lines += emit_mma_contracts(f"%mapped{k}", tensor_cores[k])
+            emit_mma_contracts(mapped, tensor_cores[k])
         if k in staged_simt:
-            lines += emit_registers_across_k_steps(f"%mapped{k}")
-    lines += [
-        f'    %gpu_func = transform.structured.match ops{{["func.func"]}} in %bufferized : ({ANY}) -> {ANY}',
-        # accumulators of a vectorized reduction loop stay in registers across its iterations
-        f"    %hoisted = transform.structured.hoist_redundant_vector_transfers %gpu_func : ({ANY}) -> {ANY}",
-    ]
-    # staged tiles in a K loop (a single K step leaves no loop, and nothing to pipeline)
-    staged = {k: plan for k, plan in warp_mmas.items()
-              if schedules[kernels[k].anchor].promote_shared and plan.k_steps > 1}
-    pipelined = {k: plan for k, plan in staged.items() if plan.stages > 1}
-    func = "%hoisted"
+            emit_registers_across_k_steps(mapped)
+    gpu_func = tb.match(bufferized, ["func.func"], name="gpu_func")
+    # accumulators of a vectorized reduction loop stay in registers across its iterations
+    func = structured.HoistRedundantVectorTransfersOp(tb.any_op(), gpu_func, loc=ir.Location.name("hoisted")).result
     for k, plan in staged.items():
-        lines += emit_staged_tiles(k, plan, func)
+        emit_staged_tiles(k, plan, func)
     if pipelined:
         # the staged tiles out of their K loops (static shapes), so that they can be multi-buffered
-        lines.append(f'    %staged_hoisted = transform.apply_registered_pass "buffer-loop-hoisting" to {func} '
-                     f": ({ANY}) -> {ANY}")
-        func = "%staged_hoisted"
+        func = tb.registered_pass(func, "buffer-loop-hoisting", "staged_hoisted")
         for k, plan in pipelined.items():
-            lines += emit_multibuffers(k, plan, func)
+            emit_multibuffers(k, plan, func)
     # the rest lowers contractions to FMAs: tensor-core kernels keep theirs for convert-vector-to-gpu
     plain = [k for k in range(len(kernels)) if k not in tensor_cores]
-    fma_launches = func
+    if not plain:
+        return
     if tensor_cores:
-        launches = ", ".join(f"%gpu_launch{k}" for k in range(len(kernels)))
-        lines += [f'    %gpu_launches = transform.structured.match ops{{["gpu.launch"]}} in {func} : ({ANY}) -> {ANY}',
-                  f"    {launches} = transform.split_handle %gpu_launches : ({ANY}) -> ({', '.join([ANY] * len(kernels))})"]
-        fma_launches = "%plain_launches"
-        if plain:
-            lines.append(f"    {fma_launches} = transform.merge_handles {', '.join(f'%gpu_launch{k}' for k in plain)} : {ANY}")
-    lines += [] if not plain else [
-        # then contractions become FMAs, and contiguous 1-D transfers become vector loads/stores
-        f"    transform.apply_patterns to {fma_launches} {{ transform.apply_patterns.vector.reduction_to_contract "
-        "transform.apply_patterns.vector.transfer_permutation_patterns "
-        f"transform.apply_patterns.canonicalization }} : {ANY}",
-        f"    transform.apply_patterns to {fma_launches} {{ transform.apply_patterns.vector.lower_contraction "
-        'lowering_strategy = "outerproduct" transform.apply_patterns.vector.lower_outerproduct '
-        "transform.apply_patterns.vector.rank_reducing_subview_patterns "
-        "transform.apply_patterns.vector.cast_away_vector_leading_one_dim "
-        "transform.apply_patterns.vector.lower_masked_transfers "
+        launches = tb.split(tb.match(func, ["gpu.launch"], name="gpu_launches"), len(kernels), name="gpu_launch")
+        func = tb.merge([launches[k] for k in plain], name="plain_launches")
+    # then contractions become FMAs, and contiguous 1-D transfers become vector loads/stores
+    tb.apply_patterns(func, vector.ApplyVectorReductionToContractPatternsOp, vector.ApplyTransferPermutationPatternsOp,
+                      transform.ApplyCanonicalizationPatternsOp)
+    inner = VectorMultiReductionLowering.InnerReduction
+    tb.apply_patterns(
+        func, partial(vector.ApplyLowerContractionPatternsOp, lowering_strategy=VectorContractLowering.OuterProduct),
+        vector.ApplyLowerOuterProductPatternsOp, vector.ApplyRankReducingSubviewPatternsOp,
+        vector.ApplyCastAwayVectorLeadingOneDimPatternsOp, vector.ApplyLowerMaskedTransfersPatternsOp,
         # what reduction_to_contract leaves of a vectorized reduction (a max, a sum of partials) unrolls
         # to scalar ops
-        'transform.apply_patterns.vector.reorder_multi_reduction_dims lowering_strategy = "innerreduction" '
-        'transform.apply_patterns.vector.multi_reduction_flattening lowering_strategy = "innerreduction" '
-        'transform.apply_patterns.vector.multi_reduction_unrolling lowering_strategy = "innerreduction" '
-        "transform.apply_patterns.vector.transfer_permutation_patterns "
-        f"transform.apply_patterns.vector.lower_transfer max_transfer_rank = 1 }} : {ANY}",
-    ]
-    lines += ["    transform.yield", "  }"]
-    if pipelined:
-        lines.append(f"  transform.named_sequence @{PIPELINE_COPIES_SEQUENCE}(%root: {ANY} {{transform.readonly}}) {{")
-        for k, plan in pipelined.items():
-            lines += emit_pipelined_k_loop(k, plan)
-        lines += ["    transform.yield", "  }"]
-    lines.append("}")
-    return "\n".join(lines) + "\n", kernels
+        partial(vector.ApplyReorderMultiReductionPatternsOp, lowering_strategy=inner),
+        partial(vector.ApplyMultiReductionFlatteningPatternsOp, lowering_strategy=inner),
+        partial(vector.ApplyMultiReductionUnrollingPatternsOp, lowering_strategy=inner),
+        vector.ApplyTransferPermutationPatternsOp, partial(vector.ApplyLowerTransferPatternsOp, max_transfer_rank=1))
 
 
-def _annotate_launch(k: int, kernel: Kernel) -> list[str]:
+def _annotate_launch(launch: tb.Handle, kernel: Kernel) -> None:
     """The kernel's schedule choices on its gpu.launch (kernel_marks), which farm-outline-kernels carries
     onto its gpu.func for the passes after it."""
-    launch, i64, i32 = f"%launch{k}", "!transform.param<i64>", "!transform.param<i32>"
-    out = [f"    {launch}_anchor = transform.param.constant {kernel.anchor} : i64 -> {i64}",
-           f'    transform.annotate {launch} "{kernel_marks.ANCHOR}" = {launch}_anchor : {ANY}, {i64}',
-           f'    {launch}_family = transform.param.constant "{kernel.family}" -> !transform.any_param',
-           f'    transform.annotate {launch} "{kernel_marks.FAMILY}" = {launch}_family : {ANY}, !transform.any_param']
-    out += [f'    transform.annotate {launch} "{mark}" : {ANY}' for mark, on in (
-        (kernel_marks.WARP_MERGE, kernel.warp_merge), (kernel_marks.INTERLEAVE_COLUMNS, kernel.interleave_columns)) if on]
+    tb.mark(launch, kernel_marks.ANCHOR, kernel.anchor, name="anchor")
+    tb.annotate(launch, kernel_marks.FAMILY, tb.param(kernel.family, name="family"))
+    for mark, on in ((kernel_marks.WARP_MERGE, kernel.warp_merge),
+                     (kernel_marks.INTERLEAVE_COLUMNS, kernel.interleave_columns)):
+        if on:
+            tb.annotate(launch, mark)
     if kernel.min_blocks_per_sm:
-        out += [f"    {launch}_ctas = transform.param.constant {kernel.min_blocks_per_sm} : i32 -> {i32}",
-                f'    transform.annotate {launch} "{kernel_marks.MIN_BLOCKS_PER_SM}" = {launch}_ctas : {ANY}, {i32}']
-    return out
+        tb.mark(launch, kernel_marks.MIN_BLOCKS_PER_SM, kernel.min_blocks_per_sm, bits=32, name="ctas")
 
 
 def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts: list[LinalgOpFacts],
-                plans: dict[int, MmaPlan], staged: dict[int, StagedMatmul]) -> list[str]:
+                payload: Payload, plans: dict[int, MmaPlan], staged: dict[int, StagedMatmul]) -> list[tb.Handle]:
     """The group's kernel (and first, where its reduction is split, the partial-reduction kernel);
     `ids` numbers the kernels by (anchor, partial) in launch order, `plans` holds the tensor-core kernels'
-    plans, `staged` the staged SIMT matmuls'."""
+    plans, `staged` the staged SIMT matmuls'. Returns the loops whose invariant subsets are hoisted after CSE."""
     op = facts[g.anchor].info
     k = f"g{g.anchor}"
+    kernel = ids[(g.anchor, False)]
     if s.tensor_core != "none":
-        kernel = ids[(g.anchor, False)]
-        return _emit_mma_group(kernel, k, g, s, plans[kernel])
+        plan = plans[kernel]
+        fill = next((tb.producer_of(payload.ops[op], operand, f"{k}_fill") for op, operand in g.fills
+                     if op == plan.matmul), None)
+        emit_mma_group(kernel, k, plan, payload.ops, fill, s)
+        return []
     if s.img2col:
-        return _emit_img2col_group(ids[(g.anchor, False)], k, g, s, facts)
-    if s.row_kernel:
-        return _emit_row_kernel(ids[(g.anchor, False)], k, g, s, facts)
-    handles = {m: f"%op{m}" for m in [g.anchor] + ([g.producer] if g.producer is not None else [])}
+        return _emit_img2col_group(kernel, k, g, s, facts, payload.img2col[g.anchor])
     # fusion consumes the producer's handle, so a shared fill is looked up afresh from each consumer
-    out = [f"    %{k}_fill{j} = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
-           for j, (op, operand) in enumerate(g.fills)]
+    fills = [tb.producer_of(payload.ops[op], operand, f"{k}_fill{j}") for j, (op, operand) in enumerate(g.fills)]
+    if s.row_kernel:
+        _emit_row_kernel(kernel, k, g, s, facts, payload, fills)
+        return []
+    handles = {m: payload.ops[m] for m in [g.anchor] + ([g.producer] if g.producer is not None else [])}
     if g.producer is not None and not facts[g.producer].single_use:  # recomputed in each consumer
         operand = facts[g.anchor].operand_producers.index(g.producer)
-        out.append(f"    %{k}_producer = transform.get_producer_of_operand %op{g.anchor}[{operand}] : ({ANY}) -> {ANY}")
-        handles[g.producer] = f"%{k}_producer"
-    if ids[(g.anchor, False)] in staged:
-        kernel = ids[(g.anchor, False)]
-        return out + emit_staged_matmul(kernel, k, g, s, staged[kernel], facts, handles.get(g.producer))
+        handles[g.producer] = tb.producer_of(payload.ops[g.anchor], operand, f"{k}_producer")
+    if kernel in staged:
+        emit_staged_matmul(kernel, k, g, s, staged[kernel], facts, payload.ops[g.anchor], fills,
+                           handles.get(g.producer))
+        return []
     member = reduction_member(g, facts)
+    hoists = []
     if s.split_reduction:
-        out += _emit_split(ids[(g.anchor, True)], k, handles[member], s, facts[member].info)
-        handles[member] = f"%{k}_merge"  # the merge of the partials takes the reduction's place
+        # the merge of the partials takes the reduction's place
+        handles[member], hoists = _emit_split(ids[(g.anchor, True)], k, handles[member], s, facts[member].info)
     if s.block_reduction:  # with a split, its merge is the block reduction
-        return out + _emit_block_reduction(ids[(g.anchor, False)], k, g, s, facts, handles.get(g.producer),
-                                           handles[g.anchor])
-    members = ([handles[g.producer]] if g.producer is not None else []) + [f"%{k}_fill{j}" for j in range(len(g.fills))]
-    out.append(f"    // kernel of op {g.anchor} ({s.family})"
-               + (f", fused producer op {g.producer}" if g.producer is not None else "")
-               + (f", {len(g.fills)} fill(s)" if g.fills else ""))
-    out += _emit_tiles(ids[(g.anchor, False)], k, handles[g.anchor], members, s, op)
-    n_thread = sum(1 for t in s.thread_tile if t)
-    thread_ops = {g.anchor: f"%{k}_t"} | ({g.producer: f"%{k}_m0t"} if g.producer is not None else {})
+        return hoists + _emit_block_reduction(kernel, k, g, s, facts, handles.get(g.producer), handles[g.anchor],
+                                              fills)
+    members = ([handles[g.producer]] if g.producer is not None else []) + fills
+    tiles = _emit_tiles(kernel, k, handles[g.anchor], members, s, op)
+    if tiles.thread is None:
+        return hoists
+    thread_ops = {g.anchor: tiles.thread} | ({g.producer: tiles.members[0]} if g.producer is not None else {})
     # a tile that covers the whole loop would leave a one-trip loop that canonicalization folds away
     # under the handles of the steps after it: the loop then stays untiled
-    tiled = bool(s.reduction_tile and member and n_thread) and s.reduction_tile < (
+    tiled = bool(s.reduction_tile and member) and s.reduction_tile < (
         s.split_reduction or reduction_extents(facts[member].info)[0])
     if tiled:
         member_op = facts[member].info
@@ -268,65 +269,62 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         # a split's merge has the op's loops with its (first) K loop as the partials, the others gone
         loops = len(member_op.loop_ranges) - (len(reduction_extents(member_op)) - 1 if s.split_reduction else 0)
         sizes = [s.reduction_tile if d == first else 0 for d in range(loops)]
-        out.append(f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for {thread_ops[member]} tile_sizes "
-                   f"{ints(sizes)} : ({ANY}) -> ({ANY}, {ANY})")
-        thread_ops[member] = f"%{k}_r"
-    if s.vectorize and n_thread:
-        fills = [f"%{k}_m{j}t" for j in range(len(members)) if j >= (g.producer is not None)]
-        for handle in [*fills, *thread_ops.values()]:
-            out.append(vectorize(handle))
+        thread_ops[member], reduction_loop = tb.tile_for(thread_ops[member], sizes, f"{k}_r")
+    if s.vectorize:
+        for handle in [*tiles.members[g.producer is not None:], *thread_ops.values()]:
+            tb.vectorize(handle)
         if s.split_reduction and tiled:
             # the merge's accumulator: read and written at the same place every iteration, it becomes a
             # vector carried by the loop (registers) instead of a store to global memory per step
-            out.append(f"{HOIST} %{k}_rloop : {ANY}")
-    return out
+            hoists.append(reduction_loop)
+    return hoists
 
 
-def emit_img2col_conversions(groups: list[Group], schedules: dict[int, OpSchedule],
-                             facts: list[LinalgOpFacts]) -> list[str]:
-    """Every img2col conv becomes its gather (%g<i>_im2col) and matmul-like op (%g<i>_mm) before any
-    kernel is tiled; canonicalization then moves each conv's fill past the reshape of its init, so that
-    the fill initialises the matmul's init directly and fuses into its kernel."""
-    out = []
+def emit_img2col_conversions(groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts],
+                             func: tb.Handle, ops: list[tb.Handle]) -> dict[int, tuple[tb.Handle, tb.Handle]]:
+    """Every img2col conv becomes its gather and matmul-like op (by anchor) before any kernel is tiled;
+    canonicalization then moves each conv's fill past the reshape of its init, so that the fill
+    initialises the matmul's init directly and fuses into its kernel."""
+    converted = {}
     for g in groups:
         if schedules[g.anchor].img2col:
             k = f"g{g.anchor}"
-            out += [f"    // op {g.anchor} ({facts[g.anchor].info.name}) through img2col",
-                    f"    %{k}_im2col, %{k}_reshaped = transform.structured.convert_conv2d_to_img2col %op{g.anchor} "
-                    f": ({ANY}) -> ({ANY}, {ANY})",
-                    f"    %{k}_mm = transform.get_producer_of_operand %{k}_reshaped[0] : ({ANY}) -> {ANY}"]
-    if out:
-        out.append(f"    transform.apply_patterns to %func {{ transform.apply_patterns.canonicalization }} : {ANY}")
-    return out
+            im2col = structured.ConvertConv2DToImg2ColOp(tb.any_op(), tb.any_op(), ops[g.anchor],
+                                                          loc=ir.Location.name(f"{k}_im2col"))
+            converted[g.anchor] = (im2col.img2col_tensor,
+                                   tb.producer_of(im2col.transformed, 0, f"{k}_mm"))
+    if converted:
+        tb.canonicalize(func)
+    return converted
 
 
-def _emit_img2col_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
+def _emit_img2col_group(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts],
+                        converted: tuple[tb.Handle, tb.Handle]) -> list[tb.Handle]:
     """The img2col matmul tiled like a matmul (blocks, a register tile per thread, the reduction loop
     tiled), its fill fused; the gather is fused into each thread's reduction loop, so a thread gathers
     the reduction_tile x thread_tile slice of the img2col matrix it multiplies next (never in memory)."""
     op = img2col_op(facts[g.anchor].info)
-    fill = [f"%{k}_fill0"] if g.fills else []
-    out = [f"    %{k}_fill0 = transform.get_producer_of_operand %{k}_mm[2] : ({ANY}) -> {ANY}"] if g.fills else []
-    out.append(f"    // kernel of op {g.anchor} (img2col matmul, loops {op.loop_ranges})")
-    out += _emit_tiles(kernel, k, f"%{k}_mm", [f"%{k}_im2col"] + fill, s, op)
+    gather, matmul = converted
+    # the matmul's fill: its init's producer after the conversion and canonicalization
+    fill = [tb.producer_of(matmul, 2, f"{k}_fill0")] if g.fills else []
+    tiles = _emit_tiles(kernel, k, matmul, [gather, *fill], s, op)
     if not any(s.thread_tile):
-        return out
-    mm = f"%{k}_t"
+        return []
+    mm, hoists = tiles.thread, []
     if s.reduction_tile and s.reduction_tile < op.loop_ranges[3]:
-        out += [f"    %{k}_r, %{k}_rloop = transform.structured.tile_using_for %{k}_t tile_sizes "
-                f"{ints([0, 0, 0, s.reduction_tile])} : ({ANY}) -> ({ANY}, {ANY})",
-                f"    %{k}_gr, %{k}_rloop1 = transform.structured.fuse_into_containing_op %{k}_m0t into %{k}_rloop "
-                f": ({ANY}, {ANY}) -> ({ANY}, {ANY})"]
-        mm = f"%{k}_r"  # the gather (%{k}_gr) stays scalar loads: its indexing map does not vectorize
+        mm, reduction_loop = tb.tile_for(tiles.thread, [0, 0, 0, s.reduction_tile], f"{k}_r")
+        # the gather stays scalar loads: its indexing map does not vectorize
+        _, reduction_loop = tb.fuse_into(tiles.members[0], reduction_loop, f"{k}_gr")
+        hoists.append(reduction_loop)
     if s.vectorize:
-        out += [vectorize(h) for h in ([f"%{k}_m1t"] if fill else []) + [mm]]
-        if mm == f"%{k}_r":
-            out.append(f"{HOIST} %{k}_rloop1 : {ANY}")
-    return out
+        for handle in tiles.members[1:] + [mm]:
+            tb.vectorize(handle)
+        return hoists
+    return []
 
 
 def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts],
-                          producer: str | None, anchor: str) -> list[str]:
+                          producer: tb.Handle | None, anchor: tb.Handle, fills: list[tb.Handle]) -> list[tb.Handle]:
     """One kernel per reduction (`anchor`: the op, or with split_reduction the merge of its partials): a
     block per output (fill and producer fused); its threads reduce contiguous chunks of the reduction loop
     into a block-local (shared) tensor of partials (tile_reduction_using_forall), and after the barrier that
@@ -336,108 +334,83 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
     r = op.iterator_types.index("reduction")
     position = op.iterator_types[:r].count("parallel")  # where the partials dim sits among the outputs
     n_parallel = op.iterator_types.count("parallel")
-    members = ([producer] if g.producer is not None else []) + [f"%{k}_fill{j}" for j in range(len(g.fills))]
-    out = [f"    // kernel of op {g.anchor} ({s.family}): {s.block_reduction} threads per output"
-           + (f", fused producer op {g.producer}" if g.producer is not None else "")]
+    members = ([producer] if g.producer is not None else []) + fills
     # the block level as for any kernel (thread_tile is all 0: no thread forall there)
-    out += _emit_tiles(kernel, k, anchor, members, s, op)
-    out += _emit_partials(k, f"%{k}_b", [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))], r)
-    vectorized = [f"%{k}_pft"]
+    tiles = _emit_tiles(kernel, k, anchor, members, s, op)
+    partials = _emit_partials(k, tiles.block, [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))], r)
+    vectorized = [partials.fill]
     if g.producer is not None:
-        out.append(f"    %{k}_prt, %{k}_tf1 = transform.structured.fuse_into_containing_op %{k}_m0b into %{k}_tf0 "
-                   f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        vectorized.append(f"%{k}_prt")
-    split = f"%{k}_split"
+        fused, _ = tb.fuse_into(tiles.block_members[0], partials.threads, f"{k}_prt")
+        vectorized.append(fused)
+    split, hoists = partials.split, []
     if s.reduction_tile:
         sizes = [s.reduction_tile if d == r else 0 for d in range(len(op.loop_ranges))]
-        out.append(f"    %{k}_sr, %{k}_srloop = transform.structured.tile_using_for %{k}_split tile_sizes {ints(sizes)} "
-                   f": ({ANY}) -> ({ANY}, {ANY})")
-        out.append(f"{HOIST} %{k}_srloop : {ANY}")
-        split = f"%{k}_sr"
+        split, reduction_loop = tb.tile_for(partials.split, sizes, f"{k}_sr")
+        hoists.append(reduction_loop)
     vectorized.append(split)
-    merge, handles = _emit_merge(k, f"%{k}_comb", s.block_reduction, n_parallel, position)
-    out += merge
-    vectorized += handles
-    containing = f"%{k}_cf"
-    for j in range(len(g.fills)):
-        handle = f"%{k}_m{j + (g.producer is not None)}b"
-        out.append(f"    %{k}_f{j}t, %{k}_cf{j} = transform.structured.fuse_into_containing_op {handle} into "
-                   f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        containing = f"%{k}_cf{j}"
-        vectorized.append(f"%{k}_f{j}t")
-    return out + [vectorize(h) for h in vectorized]
+    merge, containing = _emit_merge(k, partials.combine, s.block_reduction, n_parallel, position)
+    vectorized += merge
+    for j, fill in enumerate(tiles.block_members[g.producer is not None:]):
+        fused, containing = tb.fuse_into(fill, containing, f"{k}_f{j}t")
+        vectorized.append(fused)
+    for handle in vectorized:
+        tb.vectorize(handle)
+    return hoists
 
 
 ROW_OP = "farm.row_op"
 
 
-def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts]) -> list[str]:
+def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts], payload: Payload,
+                     fills: list[tb.Handle]) -> None:
     """One kernel for a row pipeline: a block per row with every op fused into it (CSE then merges the
     copies that fusing a producer once per use makes); then, consumers first, the anchor over the
     block's threads and each reduction over them as a block reduction (partials in shared memory,
     merged by a warp then one thread, the result in shared memory), each fusing the elementwise ops it reads
     (recomputed there, never stored). The ops are found again after CSE by a `farm.row_op` mark."""
-    fills = [f"%{k}_fill{j}" for j in range(len(g.fills))]
-    fill_of = {op: f"%{k}_fill{j}" for j, (op, _) in enumerate(g.fills)}
-    out = [f"    {fills[j]} = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
-           for j, (op, operand) in enumerate(g.fills)]
-    out.append(f"    // kernel of op {g.anchor}: one block per row of {s.row_kernel} threads, with ops "
-               f"{', '.join(map(str, g.members))}")
+    fill_of = {op: fills[j] for j, (op, _) in enumerate(g.fills)}
     # results that only the kernel reads (a reduction's row of maxima or sums) become block-local
     # tensors, i.e. shared memory, also through a reshape of their tensor.empty
-    out.append(f"    transform.apply_patterns to %func {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {ANY}")
-    marks = {m: f"%op{m}" for m in g.members} | {f"f{m}": fill_of[m] for m in fill_of}
+    tb.apply_patterns(payload.func, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)
+    marks = {m: payload.ops[m] for m in g.members} | {f"f{m}": fill_of[m] for m in fill_of}
     for m, handle in marks.items():
-        out += [f"    %{k}_mark_{m} = transform.param.constant {_mark(m)} : i64 -> !transform.param<i64>",
-                f"    transform.annotate {handle} \"{ROW_OP}\" = %{k}_mark_{m} : {ANY}, !transform.param<i64>"]
-    out += [
-        f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall %op{g.anchor} tile_sizes [1, 0] "
-        f"(mapping = [#gpu.block<x>]) : ({ANY}) -> ({ANY}, {ANY})",
-    ]
-    containing = f"%{k}_grid"
-    for j, handle in enumerate([*(f"%op{m}" for m in reversed(g.members)), *fills]):
-        out.append(f"    %{k}_fused{j}, %{k}_grid{j} = transform.structured.fuse_into_containing_op {handle} into "
-                   f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        containing = f"%{k}_grid{j}"
-    out += [f"    transform.annotate {containing} \"farm.kernel\" = %{k}_id : {ANY}, !transform.param<i64>",
-            f"    transform.apply_patterns to {containing} {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {ANY}",
-            f"    transform.apply_cse to {containing} : {ANY}",
-            f"    %{k}_done = transform.param.constant -1 : i64 -> !transform.param<i64>"]
+        tb.mark(handle, ROW_OP, _mark(m), name=f"{k}_mark_{m}")
+    kernel_id = tb.param(kernel, name=f"{k}_id")
+    block_op, containing = tb.tile_forall(payload.ops[g.anchor], "#gpu.block<x>", tile_sizes=[1, 0], name=f"{k}_b")
+    for j, handle in enumerate([*(payload.ops[m] for m in reversed(g.members)), *fills]):
+        _, containing = tb.fuse_into(handle, containing, f"{k}_fused{j}")
+    tb.annotate(containing, kernel_marks.KERNEL, kernel_id)
+    tb.apply_patterns(containing, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)
+    tb.cse(containing)
+    done = tb.param(-1, name=f"{k}_done")
     grid = containing
 
-    def find(m) -> str:
-        out.append(f"    %{k}_op{m}_{len(out)} = transform.structured.match attributes{{{ROW_OP} = {_mark(m)} : i64}} "
-                   f"in {grid} : ({ANY}) -> {ANY}")
-        return f"%{k}_op{m}_{len(out) - 1}"
+    def find(m: int | str) -> tb.Handle:
+        return tb.match(grid, attributes={ROW_OP: _mark(m)}, name=f"{k}_op{m}")
 
     vectorized = []
     elementwise = [m for m in g.members if facts[m].info.iterator_types == ROW_LOOPS[0]]
     for d in [g.anchor, *reversed([m for m in g.members if m not in elementwise])]:
         if d == g.anchor:
-            out.append(f"    %{k}_t{d}, %{k}_threads{d} = transform.structured.tile_using_forall %{k}_b num_threads "
-                       f"[0, {s.row_kernel}] (mapping = [#gpu.thread<x>]) : ({ANY}) -> ({ANY}, {ANY})")
-            vectorized.append(f"%{k}_t{d}")
+            thread_op, containing = tb.tile_forall(block_op, "#gpu.thread<x>", num_threads=[0, s.row_kernel],
+                                                   name=f"{k}_t{d}")
+            vectorized.append(thread_op)
         else:
-            out += _emit_partials(f"{k}{d}", find(d), [0, s.row_kernel], 1)
-            merge, handles = _emit_merge(f"{k}{d}", f"%{k}{d}_comb", s.row_kernel, 1, 1)
-            out += merge
-            vectorized += [f"%{k}{d}_pft", f"%{k}{d}_split", *handles]
+            partials = _emit_partials(f"{k}{d}", find(d), [0, s.row_kernel], 1)
+            merge, merge_forall = _emit_merge(f"{k}{d}", partials.combine, s.row_kernel, 1, 1)
+            vectorized += [partials.fill, partials.split, *merge]
             if d in fill_of:
-                fill = find(f"f{d}")
-                out.append(f"    %{k}_ft{d}, %{k}_ff{d} = transform.structured.fuse_into_containing_op {fill} into "
-                           f"%{k}{d}_cf : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-                vectorized.append(f"%{k}_ft{d}")
+                fill, _ = tb.fuse_into(find(f"f{d}"), merge_forall, f"{k}_ft{d}")
+                vectorized.append(fill)
+            containing = partials.threads
         # the elementwise ops it reads, consumers first: a copy of each in its thread forall, marked
         # done so that the next search finds only the block's original
-        containing = f"%{k}_threads{d}" if d == g.anchor else f"%{k}{d}_tf0"
-        for j, m in enumerate(sorted(feeding(d, facts, lambda p: p in elementwise), reverse=True)):
-            out += [f"    %{k}_e{d}_{m}, %{k}_threads{d}_{j} = transform.structured.fuse_into_containing_op {find(m)} into "
-                    f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})",
-                    f"    transform.annotate %{k}_e{d}_{m} \"{ROW_OP}\" = %{k}_done : {ANY}, !transform.param<i64>"]
-            containing = f"%{k}_threads{d}_{j}"
-            vectorized.append(f"%{k}_e{d}_{m}")
-    return out + [vectorize(h) for h in vectorized]
+        for m in sorted(feeding(d, facts, lambda p: p in elementwise), reverse=True):
+            copy, containing = tb.fuse_into(find(m), containing, f"{k}_e{d}_{m}")
+            tb.annotate(copy, ROW_OP, done)
+            vectorized.append(copy)
+    for handle in vectorized:
+        tb.vectorize(handle)
 
 
 def _mark(m: int | str) -> int:
@@ -445,156 +418,150 @@ def _mark(m: int | str) -> int:
     return int(m[1:]) + 1_000_000 if isinstance(m, str) else m
 
 
-def _emit_partials(p: str, target: str, threads: list[int], reduction_dim: int) -> list[str]:
+@dataclass
+class Partials:
+    """What the first step of a block reduction makes (_emit_partials)."""
+
+    fill: tb.Handle  # each thread's fill of its partial
+    split: tb.Handle  # the partial reduction
+    combine: tb.Handle  # what combines the partials
+    threads: tb.Handle  # the threads' forall
+
+
+def _emit_partials(p: str, target: tb.Handle, threads: list[int], reduction_dim: int) -> Partials:
     """The first step of a block reduction of `target`: `threads` (per loop; the reduction loop's entry
     non-zero) each reduce a contiguous run of it into a block-local tensor of partials, each thread
-    initialising its own partial (a fill left in the block would race with the forall). Handles:
-    %{p}_split (the partial reduction), %{p}_comb (what combines the partials), %{p}_pft (the partials'
-    fill) and %{p}_tf0 (the threads' forall)."""
-    return [
-        f"    %{p}_pfill, %{p}_split, %{p}_comb, %{p}_tf = transform.structured.tile_reduction_using_forall {target} "
-        f"reduction_dims = [{reduction_dim}] by num_threads = {ints(threads)} tile_sizes = {ints([0] * len(threads))} "
-        f"mapping = [#gpu.thread<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
-        f"    %{p}_pft, %{p}_tf0 = transform.structured.fuse_into_containing_op %{p}_pfill into %{p}_tf "
-        f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
-    ]
+    initialising its own partial (a fill left in the block would race with the forall)."""
+    any_op = tb.any_op()
+    tiled = structured.TileReductionUsingForallOp(
+        [any_op], any_op, any_op, any_op, target, reduction_dims=[reduction_dim], num_threads=threads,
+        tile_sizes=[0] * len(threads), mapping=tb.attribute("[#gpu.thread<x>]"), loc=ir.Location.name(f"{p}_split"))
+    fill, forall = tb.fuse_into(tiled.fill_op[0], tiled.forall_op, f"{p}_pft")
+    return Partials(fill, tiled.split_op, tiled.combining_op, forall)
 
 
 MERGE_THREADS = 32  # one warp merges a block reduction's partials, in two steps
 
 
-def _emit_merge(k: str, comb: str, partials: int, n_parallel: int, position: int) -> tuple[list[str], list[str]]:
-    """The merge of a block reduction's `partials` (the combining op `comb`, after the barrier that ends
+def _emit_merge(k: str, combine: tb.Handle, partials: int, n_parallel: int,
+                position: int) -> tuple[list[tb.Handle], tb.Handle]:
+    """The merge of a block reduction's `partials` (the combining op `combine`, after the barrier that ends
     the partial forall): up to MERGE_THREADS threads each reduce a run of them into a second row of
     partials in shared memory, then one thread per output (the block has one) reduces those, after
-    another barrier: two short serial chains instead of one of `partials`. Returns the steps and the
-    handles to vectorize; the single-thread forall is %{k}_cf."""
+    another barrier: two short serial chains instead of one of `partials`. Returns the handles to
+    vectorize and the single-thread forall."""
     threads = largest_divisor_at_most(partials, MERGE_THREADS)
     one = [1] * n_parallel
     one.insert(position, 0)
-    out, vectorized = [], []
+    vectorized = []
     if threads > 1 and partials // threads > 1:
         # the combining op's loops: the outputs', then the partials' (its reduction), whatever `position`
-        spread = [0] * n_parallel + [threads]
-        out += _emit_partials(f"{k}_m", comb, spread, n_parallel)
-        vectorized += [f"%{k}_m_pft", f"%{k}_m_split"]
-        comb = f"%{k}_m_comb"
-    out.append(f"    %{k}_ct, %{k}_cf = transform.structured.tile_using_forall {comb} num_threads {ints(one)} "
-               f"(mapping = [{forall_mapping('thread', n_parallel)}]) : ({ANY}) -> ({ANY}, {ANY})")
-    return out, [*vectorized, f"%{k}_ct"]
+        second = _emit_partials(f"{k}_m", combine, [0] * n_parallel + [threads], n_parallel)
+        vectorized += [second.fill, second.split]
+        combine = second.combine
+    last, forall = tb.tile_forall(combine, forall_mapping("thread", n_parallel), num_threads=one, name=f"{k}_ct")
+    return [*vectorized, last], forall
 
 
-def _emit_mma_group(kernel: int, k: str, g: Group, s: OpSchedule, plan: MmaPlan) -> list[str]:
-    fills = [(op, operand) for op, operand in g.fills if op == plan.matmul]
-    out = [f"    %{k}_fill = transform.get_producer_of_operand %op{op}[{operand}] : ({ANY}) -> {ANY}"
-           for op, operand in fills]
-    return out + emit_mma_group(kernel, k, plan, f"%{k}_fill" if fills else None, s)
+@dataclass
+class Tiles:
+    """What _emit_tiles makes: the anchor and its members at block level, and at thread level (where the
+    schedule maps threads)."""
+
+    block: tb.Handle
+    block_members: list[tb.Handle]
+    grid: tb.Handle  # the block forall, members fused
+    thread: tb.Handle | None = None
+    members: list[tb.Handle] = field(default_factory=list)
 
 
-def _emit_tiles(kernel: int, k: str, anchor: str, members: list[str], s: OpSchedule, op: OpInfo) -> list[str]:
+def _emit_tiles(kernel: int, k: str, anchor: tb.Handle, members: list[tb.Handle], s: OpSchedule,
+                op: OpInfo) -> Tiles:
     """Tile `anchor` to a forall over blocks, then one over threads, fusing `members` (producer first,
-    then fills) into both; the thread-level handles are %{k}_t and %{k}_m{j}t."""
-    threads = threads_per_loop(s, op)
+    then fills) into both."""
     n_block = sum(1 for b in s.block_tile if b)
     n_thread = sum(1 for t in s.thread_tile if t)
-    out = [
-        f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-        f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall {anchor} tile_sizes {ints(s.block_tile)} "
-        f"(mapping = [{forall_mapping('block', n_block, bool(linear_grid(s, op)))}]) : ({ANY}) -> ({ANY}, {ANY})",
-    ]
-    containing = f"%{k}_grid"
+    kernel_id = tb.param(kernel, name=f"{k}_id")
+    block, grid = tb.tile_forall(anchor, forall_mapping("block", n_block, bool(linear_grid(s, op))),
+                                 tile_sizes=s.block_tile, name=f"{k}_b")
     block_members = []
     for j, m in enumerate(members):
-        out.append(f"    %{k}_m{j}b, %{k}_grid{j} = transform.structured.fuse_into_containing_op {m} into {containing} "
-                   f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        containing = f"%{k}_grid{j}"
-        block_members.append(f"%{k}_m{j}b")
-    out.append(f"    transform.annotate {containing} \"farm.kernel\" = %{k}_id : {ANY}, !transform.param<i64>")
+        fused, grid = tb.fuse_into(m, grid, f"{k}_m{j}b")
+        block_members.append(fused)
+    tb.annotate(grid, kernel_marks.KERNEL, kernel_id)
+    tiles = Tiles(block, block_members, grid)
     if n_thread:
         # num_threads, not tile sizes: a partial block tile must still give a static thread forall
-        out.append(f"    %{k}_t, %{k}_threads = transform.structured.tile_using_forall %{k}_b num_threads "
-                   f"{ints(threads)} (mapping = [{forall_mapping('thread', n_thread)}]) : ({ANY}) -> ({ANY}, {ANY})")
-        containing = f"%{k}_threads"
+        tiles.thread, containing = tb.tile_forall(block, forall_mapping("thread", n_thread),
+                                                  num_threads=threads_per_loop(s, op), name=f"{k}_t")
         for j, m in enumerate(block_members):
-            out.append(f"    %{k}_m{j}t, %{k}_threads{j} = transform.structured.fuse_into_containing_op {m} into "
-                       f"{containing} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-            containing = f"%{k}_threads{j}"
-    return out
+            fused, containing = tb.fuse_into(m, containing, f"{k}_m{j}t")
+            tiles.members.append(fused)
+    return tiles
 
 
-def _emit_split_over_blocks(kernel: int, k: str, reduction: str, split: int, schedule: OpSchedule,
-                            partial: OpInfo, op: OpInfo) -> list[str]:
+def _emit_split_over_blocks(kernel: int, k: str, reduction: tb.Handle, split: int, schedule: OpSchedule,
+                            partial: OpInfo, op: OpInfo) -> tb.Handle:
     """split_over_blocks: the forall of `split` chunks of the first K loop is the partial kernel's grid;
     its threads tile the outputs as `schedule` does on `partial` (partial_kernel_schedule's), each reducing
-    its chunk in one vector. Then, as _emit_split's, %{k}_merge reduces the partials (the split dim last)."""
+    its chunk in one vector. Returns, as _emit_split, the merge that reduces the partials (the split dim last)."""
     r = op.iterator_types.index("reduction")
     k_loops = len(op.loop_ranges) - r
     threads = threads_per_loop(schedule, partial)[:r]
-    mapping = f"(mapping = [{forall_mapping('thread', sum(1 for n in threads if n))}])"
+    mapping = forall_mapping("thread", sum(1 for n in threads if n))
+    any_op = tb.any_op()
+    tiled = structured.TileReductionUsingForallOp(
+        [any_op], any_op, any_op, any_op, reduction, reduction_dims=[r],
+        num_threads=[0] * r + [split] + [0] * (k_loops - 1), mapping=tb.attribute("[#gpu.block<x>]"),
+        loc=ir.Location.name(f"{k}_partial"))
+    kernel_id = tb.param(kernel, name=f"{k}p_id")
     # the fill of each block's partials gets a thread forall of its own: fusion cannot reach through the
     # rank-reducing slice between it and the partial's forall (each thread fills the element it reduces
     # into, so no barrier is needed between the two)
-    return [
-        f"    // partial-reduction kernel: a block per chunk of the first K loop ({split} chunks)",
-        f"    %{k}_pfill, %{k}_partial, %{k}_merge, %{k}p_grid = transform.structured.tile_reduction_using_forall "
-        f"{reduction} reduction_dims = [{r}] by num_threads = {ints([0] * r + [split] + [0] * (k_loops - 1))} "
-        f"mapping = [#gpu.block<x>] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
-        f"    %{k}p_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-        f"    %{k}p_m0b, %{k}p_grid0 = transform.structured.fuse_into_containing_op %{k}_pfill into %{k}p_grid "
-        f": ({ANY}, {ANY}) -> ({ANY}, {ANY})",
-        f"    transform.annotate %{k}p_grid0 \"farm.kernel\" = %{k}p_id : {ANY}, !transform.param<i64>",
-        f"    %{k}p_m0t, %{k}p_fill_threads = transform.structured.tile_using_forall %{k}p_m0b num_threads "
-        f"{ints(threads + [0])} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
-        f"    %{k}p_t, %{k}p_threads = transform.structured.tile_using_forall %{k}_partial num_threads "
-        f"{ints(threads + [0] * k_loops)} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
-        vectorize(f"%{k}p_t"),
-    ]
+    fill, grid = tb.fuse_into(tiled.fill_op[0], tiled.forall_op, f"{k}p_m0b")
+    tb.annotate(grid, kernel_marks.KERNEL, kernel_id)
+    tb.tile_forall(fill, mapping, num_threads=threads + [0], name=f"{k}p_fill_t")
+    thread, _ = tb.tile_forall(tiled.split_op, mapping, num_threads=threads + [0] * k_loops, name=f"{k}p_t")
+    tb.vectorize(thread)
+    return tiled.combining_op
 
 
-def _emit_split(kernel: int, k: str, reduction: str, group: OpSchedule, op: OpInfo) -> list[str]:
-    """Split `reduction` into a partial reduction, tiled here as its own kernel, and %{k}_merge, which
-    reduces the partials into the original result."""
+def _emit_split(kernel: int, k: str, reduction: tb.Handle, group: OpSchedule,
+                op: OpInfo) -> tuple[tb.Handle, list[tb.Handle]]:
+    """Split `reduction` into a partial reduction, tiled here as its own kernel, and a merge, which
+    reduces the partials into the original result. Returns the merge and the loops to hoist."""
     r, split = op.iterator_types.index("reduction"), group.split_reduction
     # the partials dim goes where the reduction loop was among the output dims, so the merge op has the
     # loops of the op it replaces (with extent `split` for the reduction) and the group's tiles fit it
     position = op.iterator_types[:r].count("parallel")
     schedule, partial = partial_kernel_schedule(op, split, group)
     if split_over_blocks(op):
-        return _emit_split_over_blocks(kernel, k, reduction, split, schedule, partial, op)
+        return _emit_split_over_blocks(kernel, k, reduction, split, schedule, partial, op), []
     chunks = partial.family == "matmul"  # partial_kernel_schedule split it in chunks
-    out = [
-        f"    %{k}_partials, %{k}_partials_fill, %{k}_partial, %{k}_merge = transform.structured.split_reduction "
-        f"{reduction} "
-        f"{{ split_factor = {split}, insert_split_dimension = {position}{'' if chunks else ', inner_parallel'} }} "
-        f": ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})",
-        f"    // partial-reduction kernel of op {op.index}: {split} partials per output"
-        + (", each of a chunk of K, tiled as the matmul" if chunks else ""),
-    ]
-    out += _emit_tiles(kernel, f"{k}p", f"%{k}_partial", [f"%{k}_partials_fill"], schedule, partial)
+    any_op = tb.any_op()
+    parts = structured.SplitReductionOp(any_op, any_op, any_op, any_op, reduction, split_factor=split,
+                                        insert_split_dimension=position, inner_parallel=None if chunks else True,
+                                        loc=ir.Location.name(f"{k}_split"))
+    tiles = _emit_tiles(kernel, f"{k}p", parts.split_linalg_op, [parts.fill_op], schedule, partial)
     if chunks:
         if not schedule.reduction_tile:  # a chunk of one K step
-            return out + [vectorize(f"%{k}p_{h}") for h in ("m0t", "t")]
-        chunk_loop = r + 1
-        sizes = [schedule.reduction_tile if d == chunk_loop else 0 for d in range(len(partial.loop_ranges))]
-        return out + [
-            f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {ints(sizes)} "
-            f": ({ANY}) -> ({ANY}, {ANY})",
-            vectorize(f"%{k}p_m0t"),
-            vectorize(f"%{k}p_r"),
-            f"{HOIST} %{k}p_rloop : {ANY}",  # the thread's partials stay in registers across the chunk
-        ]
-    # a thread's strided elements are read PARTIAL_LOADS at a time into a vector, so that many loads
-    # are in flight instead of one load, add and store of the accumulator per element
-    loads = largest_divisor_at_most(partial.loop_ranges[r], PARTIAL_LOADS)
-    if loads == partial.loop_ranges[r]:  # one vector covers a thread's elements: no loop to tile
-        return out + [vectorize(f"%{k}p_m0t"),
-                      vectorize(f"%{k}p_t")]
-    sizes = [loads if d == r else 0 for d in range(len(partial.loop_ranges))]
-    return out + [
-        f"    %{k}p_r, %{k}p_rloop = transform.structured.tile_using_for %{k}p_t tile_sizes {ints(sizes)} "
-        f": ({ANY}) -> ({ANY}, {ANY})",
-        vectorize(f"%{k}p_m0t"),
-        vectorize(f"%{k}p_r"),
-        # each thread's partial stays in a register across the loop (one store at the end)
-        f"{HOIST} %{k}p_rloop : {ANY}",
-    ]
+            sizes = None
+        else:
+            chunk_loop = r + 1
+            sizes = [schedule.reduction_tile if d == chunk_loop else 0 for d in range(len(partial.loop_ranges))]
+    else:
+        # a thread's strided elements are read PARTIAL_LOADS at a time into a vector, so that many loads
+        # are in flight instead of one load, add and store of the accumulator per element
+        loads = largest_divisor_at_most(partial.loop_ranges[r], PARTIAL_LOADS)
+        # one vector covers a thread's elements: no loop to tile
+        sizes = None if loads == partial.loop_ranges[r] else [loads if d == r else 0
+                                                              for d in range(len(partial.loop_ranges))]
+    if sizes is None:
+        tb.vectorize(tiles.members[0])
+        tb.vectorize(tiles.thread)
+        return parts.combining_linalg_op, []
+    # each thread's partials stay in registers across the loop (one store at the end)
+    thread, loop = tb.tile_for(tiles.thread, sizes, f"{k}p_r")
+    tb.vectorize(tiles.members[0])
+    tb.vectorize(thread)
+    return parts.combining_linalg_op, [loop]

@@ -20,10 +20,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from numba_cuda_mlir._mlir.dialects import transform
+from numba_cuda_mlir._mlir.dialects.transform import memref as memref_transforms
+from numba_cuda_mlir._mlir.dialects.transform import tensor as tensor_patterns
+
+from workers.compile import kernel_marks
+from workers.compile import transform_builder as tb
 from workers.compile.analysis import LinalgOpFacts
-from workers.compile.pipeline import ANY, vectorize
 from workers.compile.schedule.grouping import Group
-from workers.compile.schedule.tiles import forall_mapping, ints, linear_grid, threads_per_loop
+from workers.compile.schedule.tiles import forall_mapping, linear_grid, threads_per_loop
 from workers.compile.staging import copy_pieces, emit_operand_copies, emit_operand_tiles
 from workers.records import ELEMENT_BYTES, OpSchedule
 from workers.target import Target
@@ -102,59 +107,47 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
 
 
 def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: StagedMatmul,
-                       facts: list[LinalgOpFacts], producer: str | None) -> list[str]:
+                       facts: list[LinalgOpFacts], anchor_op: tb.Handle, fills: list[tb.Handle],
+                       producer: tb.Handle | None) -> None:
     """The kernel's Transform steps (module docstring); `producer`: the handle of a fused matmul."""
     anchor = facts[g.anchor].info
     n_thread, n_block = sum(1 for n in plan.threads if n), sum(1 for b in s.block_tile if b)
-    mapping = f"(mapping = [{forall_mapping('thread', n_thread)}])"
-    out = [f"    // kernel of op {g.anchor}: SIMT matmul op {plan.matmul}, its operands' tiles of K steps of "
-           f"{plan.k_step} staged in shared memory",
-           f"    %{k}_id = transform.param.constant {kernel} : i64 -> !transform.param<i64>",
-           f"    %{k}_b, %{k}_grid = transform.structured.tile_using_forall %op{g.anchor} tile_sizes "
-           f"{ints(s.block_tile)} (mapping = [{forall_mapping('block', n_block, bool(linear_grid(s, anchor)))}]) "
-           f": ({ANY}) -> ({ANY}, {ANY})"]
-    grid, matmul_b = f"%{k}_grid", f"%{k}_b"
+    mapping = forall_mapping("thread", n_thread)
+    kernel_id = tb.param(kernel, name=f"{k}_id")
+    block, grid = tb.tile_forall(anchor_op, forall_mapping("block", n_block, bool(linear_grid(s, anchor))),
+                                 tile_sizes=s.block_tile, name=f"{k}_b")
+    matmul_block = block
     if plan.epilogue is not None:
-        out.append(f"    %{k}_mm, %{k}_grid_mm = transform.structured.fuse_into_containing_op {producer} into {grid} "
-                   f": ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        grid, matmul_b = f"%{k}_grid_mm", f"%{k}_mm"
-    fills = []
-    for j in range(len(g.fills)):
-        out.append(f"    %{k}_f{j}b, %{k}_grid_f{j} = transform.structured.fuse_into_containing_op %{k}_fill{j} into "
-                   f"{grid} : ({ANY}, {ANY}) -> ({ANY}, {ANY})")
-        grid = f"%{k}_grid_f{j}"
-        fills.append(f"%{k}_f{j}b")
-    out.append(f"    transform.annotate {grid} \"farm.kernel\" = %{k}_id : {ANY}, !transform.param<i64>")
+        matmul_block, grid = tb.fuse_into(producer, grid, f"{k}_mm")
+    block_fills = []
+    for j, fill in enumerate(fills):
+        fused, grid = tb.fuse_into(fill, grid, f"{k}_f{j}b")
+        block_fills.append(fused)
+    tb.annotate(grid, kernel_marks.KERNEL, kernel_id)
     if plan.epilogue is not None:
         # the matmul's block tile becomes a block-local tensor (shared memory), not a slice of a temporary
-        out.append(f"    transform.apply_patterns to {grid} {{ transform.apply_patterns.tensor.fold_tensor_empty }} : {ANY}")
+        tb.apply_patterns(grid, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)
     output_threads = [n for n, it in zip(plan.threads, facts[plan.matmul].info.iterator_types) if it == "parallel"]
-    for j, fill in enumerate(fills):
-        out += [f"    %{k}_f{j}t, %{k}_f{j}threads = transform.structured.tile_using_forall {fill} num_threads "
-                f"{ints(output_threads)} {mapping} : ({ANY}) -> ({ANY}, {ANY})",
-                vectorize(f"%{k}_f{j}t")]
+    for j, fill in enumerate(block_fills):
+        tb.vectorize(tb.tile_forall(fill, mapping, num_threads=output_threads, name=f"{k}_f{j}t")[0])
     sizes = [plan.k_step if d == plan.k_loop else 0 for d in range(len(plan.threads))]
-    out += [f"    %{k}_mk, %{k}_kloop = transform.structured.tile_using_for {matmul_b} tile_sizes {ints(sizes)} "
-            f": ({ANY}) -> ({ANY}, {ANY})",
-            emit_operand_tiles(k, f"%{k}_mk", facts[plan.matmul].input_dtypes, facts[plan.matmul].info.dtype,
-                               len(plan.threads))]
-    out += emit_operand_copies(k, plan.operand_tiles, plan.block_threads)
-    out += [f"    %{k}_t, %{k}_threads = transform.structured.tile_using_forall %{k}_pd num_threads "
-            f"{ints(plan.threads)} {mapping} : ({ANY}) -> ({ANY}, {ANY})"]
+    step, _ = tb.tile_for(matmul_block, sizes, f"{k}_mk")
+    padded = emit_operand_tiles(k, step, facts[plan.matmul].input_dtypes, facts[plan.matmul].info.dtype,
+                                len(plan.threads))
+    emit_operand_copies(k, padded, plan.operand_tiles, plan.block_threads)
+    thread_op, _ = tb.tile_forall(padded, mapping, num_threads=plan.threads, name=f"{k}_t")
     if s.vectorize:
-        out.append(vectorize(f"%{k}_t"))
+        tb.vectorize(thread_op)
     if plan.epilogue is not None:
-        out += [f"    %{k}_et, %{k}_ethreads = transform.structured.tile_using_forall %{k}_b num_threads "
-                f"{ints(threads_per_loop(s, anchor))} {mapping} : ({ANY}) -> ({ANY}, {ANY})"]
+        epilogue, _ = tb.tile_forall(block, mapping, num_threads=threads_per_loop(s, anchor), name=f"{k}_et")
         if s.vectorize:
-            out.append(vectorize(f"%{k}_et"))
-    return out
+            tb.vectorize(epilogue)
 
 
-def emit_registers_across_k_steps(launch: str) -> list[str]:
+def emit_registers_across_k_steps(launch: tb.Handle) -> None:
     """After the thread mapping (`launch`: the mapped gpu.launch): the subviews folded into the accesses,
     so that hoist_redundant_vector_transfers sees each thread's accumulator tile read and written at the
     same indices of one buffer in every K step (it takes no access through a view)."""
-    return [f"    transform.apply_patterns to {launch} {{ transform.apply_patterns.memref.fold_memref_alias_ops "
-            f"transform.apply_patterns.canonicalization }} : {ANY}",
-            f"    transform.apply_cse to {launch} : {ANY}"]
+    tb.apply_patterns(launch, memref_transforms.ApplyFoldMemrefAliasOpsPatternsOp,
+                      transform.ApplyCanonicalizationPatternsOp)
+    tb.cse(launch)

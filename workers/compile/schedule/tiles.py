@@ -69,7 +69,3 @@ def forall_mapping(kind: str, n: int, linear: bool = False) -> str:
         ids = list(reversed(BLOCK_IDS[:n]))
         return ", ".join(f"#gpu.{kind}<{i}>" for i in ids)
     return ", ".join(f"#gpu.{kind}<linear_dim_{n - 1 - k}>" for k in range(n))
-
-
-def ints(xs: list[int]) -> str:
-    return "[" + ", ".join(str(x) for x in xs) + "]"
