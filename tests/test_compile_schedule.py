@@ -64,7 +64,7 @@ def test_reduction_tile_and_fp_contraction_reach_the_ptx(jobs):
     assert result.ok, result.error
     v2 = jobs / "matmul_square" / "v2"
     assert "tile_using_for %g1_t tile_sizes [0, 0, 8]" in (v2 / "transform.mlir").read_text()
-    assert "farm-allow-fp-contraction" in PassPipeline.from_text((v2 / "pass_pipeline.txt").read_text()).steps
+    assert "transform @__farm_kernel_arithmetic" in PassPipeline.from_text((v2 / "pass_pipeline.txt").read_text()).steps
     assert "fma.rn.f32" in (v2 / "kernels.ptx").read_text()
 
 

@@ -75,8 +75,7 @@ def write_version(job_dir: str, vdir: str, params: ScheduleParams) -> None:
     kernel) and pass_pipeline.txt."""
     write_text(os.path.join(vdir, PARAMS_FILE), params.to_json(indent=2))
     transform_text, _ = emit_transform(analyze(_payload(job_dir), params.fuse_elementwise), params)
-    pipeline = pipeline_for(params.chip, params.fuse_elementwise, f"@{PIPELINE_COPIES_SEQUENCE}(" in transform_text,
-                            tf32=params.precision == "tf32")
+    pipeline = pipeline_for(params.chip, params.fuse_elementwise, f"@{PIPELINE_COPIES_SEQUENCE}(" in transform_text)
     write_text(os.path.join(vdir, TRANSFORM_FILE), transform_text)
     write_text(os.path.join(vdir, PIPELINE_FILE), pipeline.to_text())
 

@@ -81,6 +81,7 @@ def prepare(root: tb.Handle) -> tb.Handle:
 TENSOR_CORE_PASSES = "gpu.func(convert-vector-to-gpu{use-nvgpu=true},fold-memref-alias-ops,canonicalize)"
 TRANSFORM_STEP = "transform @"  # a step that applies a named sequence of transform.mlir
 PIPELINE_COPIES_SEQUENCE = "__farm_pipeline_copies"  # after the tensor-core conversion (tensor_core.py)
+KERNEL_ARITHMETIC_SEQUENCE = "__farm_kernel_arithmetic"  # just before the lowering (emission.py)
 HOST_CHECK = "farm-host-check"  # the host code is final: it must only allocate, view and launch (host.py)
 PIPELINE_HEADER = """\
 # pass_pipeline.txt: the steps that turn model_linalg.mlir and transform.mlir into kernels.ptx, in order.
@@ -127,10 +128,9 @@ def pre_schedule_steps(fuse_elementwise: bool = True) -> list[str]:
             "farm-scalar-unit-loop", "farm-copy-returned-views", "farm-separate-fill-inits"]
 
 
-def pipeline_for(chip: str, fuse_elementwise: bool = True, pipelined_copies: bool = False,
-                 tf32: bool = False) -> PassPipeline:
-    """The steps of a version: the schedule's transform.mlir (its copy pipelining, where it has one), the
-    project's passes, and MLIR's lowering to PTX for `chip`; TF32 mma.sync where the precision is tf32."""
+def pipeline_for(chip: str, fuse_elementwise: bool = True, pipelined_copies: bool = False) -> PassPipeline:
+    """The steps of a version: the schedule's transform.mlir (its copy pipelining, where it has one, and its
+    kernels' arithmetic marks), the project's passes, and MLIR's lowering to PTX for `chip`."""
     return PassPipeline([
         *pre_schedule_steps(fuse_elementwise),
         f"{TRANSFORM_STEP}{MAIN_SEQUENCE}",
@@ -154,8 +154,7 @@ def pipeline_for(chip: str, fuse_elementwise: bool = True, pipelined_copies: boo
         "farm-align-kernel-pointers",
         "farm-align-global-vector-accesses",
         "farm-tensor-maps-as-pointers",
-        "farm-allow-fp-contraction",
-        *(["farm-enable-tf32-mma"] if tf32 else []),
+        f"{TRANSFORM_STEP}{KERNEL_ARITHMETIC_SEQUENCE}",
         lowering_pipeline(chip),
     ])
 

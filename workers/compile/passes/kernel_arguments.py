@@ -1,29 +1,9 @@
-"""The last project passes before MLIR's lowering, on each kernel's arguments and arithmetic:
-farm-align-kernel-pointers (16-byte aligned buffer arguments), farm-tensor-maps-as-pointers (TMA descriptors
-passed as pointers), farm-allow-fp-contraction (`contract` fastmath on float ops), farm-enable-tf32-mma
-(TF32 mma.sync where the precision is tf32).
+"""The last project passes before MLIR's lowering, on each kernel's arguments: farm-align-kernel-pointers
+(16-byte aligned buffer arguments), farm-tensor-maps-as-pointers (TMA descriptors passed as pointers).
 """
 from __future__ import annotations
 
 from workers.compile.mlir import ir, builtin_dialect, main_func, ops_named, kernel_ops
-
-
-CONTRACTIBLE = ("arith.mulf", "arith.addf", "arith.subf")
-
-
-def allow_fp_contraction(module: ir.Module) -> None:
-    """Mark float multiply/add/sub inside kernels `contract`, so LLVM may fuse them into FMA."""
-    contract = ir.Attribute.parse("#arith.fastmath<contract>")
-    for op in [o for name in CONTRACTIBLE for o in kernel_ops(module, name)]:
-        op.attributes["fastmath"] = contract
-
-
-def enable_tf32_mma(module: ir.Module) -> None:
-    """Let mma.sync on f32 operands run as TF32: convert-vector-to-gpu does not set nvgpu.mma.sync's
-    tf32Enabled, without which convert-nvgpu-to-nvvm leaves the op unconverted."""
-    for op in kernel_ops(module, "nvgpu.mma.sync"):
-        if ir.VectorType(op.operands[0].type).element_type == ir.F32Type.get():
-            op.attributes["tf32Enabled"] = ir.UnitAttr.get()
 
 
 POINTER_ALIGNMENT = 16

@@ -38,8 +38,6 @@ PASSES: dict[str, Pass] = {
     "farm-align-kernel-pointers": kernel_arguments.align_kernel_pointers,
     "farm-align-global-vector-accesses": alignment.align_global_vector_accesses,
     "farm-tensor-maps-as-pointers": kernel_arguments.tensor_maps_as_pointers,
-    "farm-allow-fp-contraction": kernel_arguments.allow_fp_contraction,
-    "farm-enable-tf32-mma": kernel_arguments.enable_tf32_mma,
 }
 
 

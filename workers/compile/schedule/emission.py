@@ -16,7 +16,8 @@ from workers.compile import kernel_marks, mlir
 from workers.compile import transform_builder as tb
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.staging import emit_staged_copies
-from workers.compile.pipeline import MAIN_SEQUENCE, PIPELINE_COPIES_SEQUENCE, prepare, schedule_module
+from workers.compile.pipeline import (KERNEL_ARITHMETIC_SEQUENCE, MAIN_SEQUENCE, PIPELINE_COPIES_SEQUENCE, prepare,
+                                      schedule_module)
 from workers.compile.schedule.grouping import Group, plan_groups, ROW_LOOPS, group_family, reduction_member, feeding
 from workers.compile.schedule.templates import PARTIAL_LOADS, img2col_op, split_over_blocks, partial_kernel_schedule
 from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, forall_mapping,
@@ -112,6 +113,9 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
             with module.sequence(PIPELINE_COPIES_SEQUENCE, "readonly") as root:
                 for k, plan in pipelined.items():
                     emit_pipelined_k_loop(k, plan, root)
+        with module.sequence(KERNEL_ARITHMETIC_SEQUENCE, "readonly") as root:
+            _emit_kernel_arithmetic(root, [kernels[k].anchor for k, plan in tensor_cores.items()
+                                           if plan.operand == "f32" and not plan.warpgroup])
         return module.text(), kernels
 
 
@@ -202,6 +206,22 @@ def _emit_main(root: tb.Handle, groups: list[Group], schedules: dict[int, OpSche
         partial(vector.ApplyMultiReductionFlatteningPatternsOp, lowering_strategy=inner),
         partial(vector.ApplyMultiReductionUnrollingPatternsOp, lowering_strategy=inner),
         vector.ApplyTransferPermutationPatternsOp, partial(vector.ApplyLowerTransferPatternsOp, max_transfer_rank=1))
+
+
+CONTRACTIBLE = ("arith.mulf", "arith.addf", "arith.subf")
+
+
+def _emit_kernel_arithmetic(root: tb.Handle, tf32_anchors: list[int]) -> None:
+    """KERNEL_ARITHMETIC_SEQUENCE, on the outlined kernels: float multiply/add/sub marked `contract`, so that
+    LLVM may fuse them into FMA; the mma.sync ops of the kernels of `tf32_anchors` (f32 operands) marked
+    tf32Enabled, which convert-vector-to-gpu does not set and without which convert-nvgpu-to-nvvm leaves
+    them unconverted."""
+    kernels = tb.match(root, ["gpu.module"], name="kernel_modules")
+    contract = tb.param(tb.attribute("#arith.fastmath<contract>"), name="contract")
+    tb.annotate(tb.match(kernels, CONTRACTIBLE, name="float_ops"), "fastmath", contract)
+    for anchor in tf32_anchors:
+        kernel = tb.match(kernels, ["gpu.func"], attributes={kernel_marks.ANCHOR: anchor}, name=f"tf32_kernel{anchor}")
+        tb.annotate(tb.match(kernel, ["nvgpu.mma.sync"], name=f"tf32_mmas{anchor}"), "tf32Enabled")
 
 
 def _annotate_launch(launch: tb.Handle, kernel: Kernel) -> None:
