@@ -107,16 +107,22 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     pipelined = {k: plan for k, plan in staged.items() if plan.stages > 1}
     with mlir.context():
         module = schedule_module()
-        with module.sequence(MAIN_SEQUENCE) as root:
-            _emit_main(root, groups, schedules, facts, kernels, tensor_cores, staged_simt, staged, pipelined)
-        if pipelined:
-            with module.sequence(PIPELINE_COPIES_SEQUENCE, "readonly") as root:
-                for k, plan in pipelined.items():
-                    emit_pipelined_k_loop(k, plan, root)
-        with module.sequence(KERNEL_ARITHMETIC_SEQUENCE, "readonly") as root:
-            _emit_kernel_arithmetic(root, [kernels[k].anchor for k, plan in tensor_cores.items()
-                                           if plan.operand == "f32" and not plan.warpgroup])
-        return module.text(), kernels
+        try:
+            with module.sequence(MAIN_SEQUENCE) as root:
+                _emit_main(root, groups, schedules, facts, kernels, tensor_cores, staged_simt, staged, pipelined)
+            if pipelined:
+                with module.sequence(PIPELINE_COPIES_SEQUENCE, "readonly") as root:
+                    for k, plan in pipelined.items():
+                        emit_pipelined_k_loop(k, plan, root)
+            with module.sequence(KERNEL_ARITHMETIC_SEQUENCE, "readonly") as root:
+                _emit_kernel_arithmetic(root, [kernels[k].anchor for k, plan in tensor_cores.items()
+                                               if plan.operand == "f32" and not plan.warpgroup])
+            return module.text(), kernels
+        except ScheduleError:
+            raise
+        except (ir.MLIRError, mlir.MlirError, ValueError, TypeError) as e:
+            # a Transform op the bindings refuse to build (an attribute of the wrong type): the params' fault
+            raise ScheduleError(f"transform.mlir cannot be built from these params: {e}") from None
 
 
 def _emit_main(root: tb.Handle, groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts],
