@@ -126,21 +126,23 @@ def test_redis_outage_of_60_s_and_a_redis_that_lost_its_data(farm, redis_server)
 
 
 def test_a_killed_submit_leaves_nothing_behind_and_resumes(tmp_path):
-    """The embedded farm, its own redis-server and FakeGpuMeasure (3 s a measurement): submit stopped by
-    SIGTERM ends its farm and says how to go on; resume (no names: the latest batch) killed by SIGKILL
-    leaves no process either; a second resume while one runs is refused; the last one finishes the job."""
-    out, markers = tmp_path / "out", tmp_path / "markers"
-    env = cli_env(**fake_gpu_env(markers, 3))
-    submit = run_cli("submit", str(MODELS / "elementwise_chain.py"), "--iterations", "2", "--out", str(out), env=env,
-                     background=True)
-    _marker(markers, 0, submit)
-    assert farm_processes(out)
-    submit.send_signal(signal.SIGTERM)
-    _, err = submit.communicate(timeout=60)
-    assert submit.returncode == 130 and "orchestrator resume" in err, err
-    _nothing_left(out, 10)
+    """The embedded farm, its own redis-server and FakeGpuMeasure (3 s a measurement): submit killed by
+    SIGKILL, and submit stopped by SIGTERM (which says how to go on), leave no process; resume (no names:
+    the latest batch) killed by SIGKILL leaves none either; a second resume while one runs is refused; the
+    last one finishes the job."""
+    for sig, code in ((signal.SIGKILL, -signal.SIGKILL), (signal.SIGTERM, 130)):  # the latest batch is resumed below
+        out, markers = tmp_path / sig.name, tmp_path / f"markers-{sig.name}"
+        env = cli_env(**fake_gpu_env(markers, 3))
+        submit = run_cli("submit", str(MODELS / "elementwise_chain.py"), "--iterations", "2", "--out", str(out),
+                         env=env, background=True)
+        _marker(markers, 0, submit)
+        assert farm_processes(out)
+        submit.send_signal(sig)
+        _, err = submit.communicate(timeout=60)
+        assert submit.returncode == code and (code < 0 or "orchestrator resume" in err), err
+        _nothing_left(out, 10)
 
-    resume = run_cli("resume", env=env, background=True)  # the folder remembered from submit
+    resume = run_cli("resume", env=env, background=True)  # the folder remembered from the last submit
     _marker(markers, 1, resume)
     busy = run_cli("resume", "--out", str(out), env=env, timeout=60)
     assert busy.returncode == 2 and "run by another orchestrator" in busy.stderr, busy.stderr
