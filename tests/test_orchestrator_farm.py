@@ -224,15 +224,17 @@ def test_started_jobs_compile_before_new_lowerings(farm):
     assert [job for job, _ in order[::2]] == [job for job, _ in order[1::2]]
 
 
-def test_a_slow_lowering_and_a_schedule_that_is_not_the_models_fail_once_with_the_reason(farm, tmp_path):
+def test_a_lowering_past_its_limits_and_a_schedule_that_is_not_the_models_fail_once_with_the_reason(farm, tmp_path):
     f = farm()
     f.start_workers(compile_workers=1, gpu_workers=1)
-    slow = f.cli("submit", str(MODELS / "matmul_narrow.py"), "--compile-only", "--lowering-timeout", "1")
-    assert slow.returncode == 1, slow.stderr
-    job = _jobs(f)["matmul_narrow"]
-    assert job.status == "failed" and job.stop_reason == "the model could not be lowered"
-    assert "ran past its limit of 1 s" in job.error
-    assert f.store.task_claim(f"{job.job_id}:frontend").attempts == 1  # failed once, not retried
+    for model, limit, says in (("matmul_narrow", ("--lowering-timeout", "1"), "ran past its limit of 1 s"),
+                               ("rowsum", ("--lowering-memory-gb", "0.05"), "more than its 0.05 GB memory limit")):
+        over = f.cli("submit", str(MODELS / f"{model}.py"), "--compile-only", *limit)
+        assert over.returncode == 1, over.stderr
+        job = _jobs(f)[model]
+        assert job.status == "failed" and job.stop_reason == "the model could not be lowered"
+        assert says in job.error, job.error
+        assert f.store.task_claim(f"{job.job_id}:frontend").attempts == 1  # failed once, not retried
 
     schedule = {"ops": [{"op_index": 7, "family": "matmul", "block_tile": [8, 8, 0], "thread_tile": [4, 4, 0]}],
                 "precision": "f16"}
