@@ -71,6 +71,8 @@ def test_batch_spreads_over_workers_and_survives_a_malformed_model(farm):
             v1 = (Path(job.job_dir) / "v1" / "hypothesis.txt").read_text()
             assert v1 == job.iterations[1].hypothesis_text.rstrip() + "\n"
     assert len(jobs["elementwise_chain"].iterations) >= 2
+    assert f"[{jobs['elementwise_chain'].job_id}] v1 hypothesis: " in done.stderr
+    assert "hypothesis: hypothesis:" not in done.stderr  # a new version's log line says it once
     compile_workers = {it.compile_worker for j in jobs.values() for it in j.iterations}
     compile_workers |= {j.frontend_worker for j in jobs.values()}
     assert len(compile_workers) >= 2, compile_workers  # compile work spread over both compile workers
