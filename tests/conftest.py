@@ -25,8 +25,10 @@ _BACKGROUND: list[subprocess.Popen] = []  # CLI runs of the current test, killed
 @pytest.fixture(autouse=True)
 def _own_state_home_and_no_cli_left(tmp_path_factory, monkeypatch):
     """The CLI remembers the latest --out under $XDG_STATE_HOME: each test (and its subprocesses) has its
-    own. A CLI a failed test left running is killed (its farm dies with it)."""
+    own. Subprocesses import this checkout's code from any folder (not the one an editable install names).
+    A CLI a failed test left running is killed (its farm dies with it)."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state-home")))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")])))
     yield
     while _BACKGROUND:
         proc = _BACKGROUND.pop()
