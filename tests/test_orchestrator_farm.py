@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MODELS, farm_processes, run_cli
+from conftest import MODELS, cli_env, farm_processes, run_cli
 
 pytestmark = pytest.mark.slow
 CONTRACT = ("env_check.md", "model_linalg.mlir", "best_pipeline.txt", "best_transform.mlir", "benchmark.md",
@@ -180,12 +180,13 @@ def test_tf32_jobs_start_on_tensor_cores(farm):
 def test_embedded_farm_compile_only(tmp_path):
     """The README's first run: no --broker, so submit starts its own farm (a private redis-server on a Unix
     socket under OUT/.farm, file state, workers) and stops all of it. The commands after it find the batch
-    without --out and create nothing; artifacts are as readable as the umask (022) allows."""
+    without --out (the folder remembered, or $MLIR_FARM_OUT) and create nothing; artifacts are as readable
+    as the umask (022) allows."""
     from experience.store import ExperienceStore
     from test_experience_store import outcome
 
-    def cli(*args):
-        return run_cli(*args, cwd=tmp_path, preexec_fn=lambda: os.umask(0o022))
+    def cli(*args, **env):
+        return run_cli(*args, env=cli_env(**env), cwd=tmp_path, preexec_fn=lambda: os.umask(0o022))
 
     done = cli("submit", str(MODELS / "matmul64.py"), str(MODELS / "rowsum.py"), "--compile-only", "--out", "runs")
     assert done.returncode == 0, done.stderr
@@ -202,6 +203,8 @@ def test_embedded_farm_compile_only(tmp_path):
     assert again.returncode == 1 and "already holds a job" in again.stderr, "an earlier job is never overwritten"
     status = cli("status")
     assert status.returncode == 0 and "matmul64" in status.stdout and "done" in status.stdout
+    by_env = cli("status", MLIR_FARM_OUT=str(out), XDG_STATE_HOME=str(tmp_path / "none"))  # nothing remembered
+    assert by_env.returncode == 0 and "matmul64" in by_env.stdout, by_env.stdout
     assert cli("report").returncode == 0
     ExperienceStore(str(out / "experience.jsonl")).record(outcome("register_tiling", "success", 1.5))
     exported = cli("experience", "export")
