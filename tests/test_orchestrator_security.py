@@ -141,3 +141,17 @@ def test_farm_on_one_node_keeps_its_password_off_command_lines(tmp_path):
     assert run.returncode == 0, run.stderr.read()
     assert (out / "matmul64" / "v0" / "kernels.ptx").is_file()
     wait_until(lambda: not farm_processes(out), 30, "the script's processes to end")
+
+
+def test_the_readmes_draw_the_trust_boundary_and_no_example_puts_the_password_on_a_command_line():
+    """Model files are Python the workers run, and whoever holds the broker's password can send them one:
+    both READMEs say so and name the output root; deploy/README says how to turn TLS on. No example gives
+    the password as a command's argument (`ps` shows those to every user)."""
+    readme, deploy = (DEPLOY.parent / "README.md").read_text(), (DEPLOY / "README.md").read_text()
+    for text in (readme, deploy):
+        assert "Trust boundary" in text and "MLIR_FARM_OUT_ROOT" in text
+    assert "tls-port" in deploy and "rediss://" in deploy
+    examples = [readme, deploy, *((DEPLOY / n).read_text() for n in ("compose.yaml", "redis.conf")),
+                (DEPLOY.parent / "orchestrator" / "cli.py").read_text()]
+    argument = re.compile(r"--broker[ =]rediss?://[^\s@/]*:[^\s@/]+@|redis-cli .*-a |--requirepass")
+    assert not [line for text in examples for line in text.splitlines() if argument.search(line)]
