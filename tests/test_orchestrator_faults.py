@@ -1,7 +1,7 @@
 """Faults, against real parts: a half-written and a lost message on the embedded farm's file transport, a
 message lost from a Redis queue, a Redis outage of 60 s and a Redis that lost its data, a killed or
-stopped `submit` (nothing may stay behind), a wrong broker URL or password. The measurement is the TEST
-DOUBLE FakeGpuMeasure where a job is measured (no GPU here)."""
+stopped `submit` (nothing may stay behind), a job folder the driver cannot write, a wrong broker URL or
+password. The measurement is the TEST DOUBLE FakeGpuMeasure where a job is measured (no GPU here)."""
 from __future__ import annotations
 
 import os
@@ -156,6 +156,21 @@ def test_a_killed_submit_leaves_nothing_behind_and_resumes(tmp_path):
     _nothing_left(out, 10)
     job = run_cli("status", "elementwise_chain", "--json", "--out", str(out), env=env)
     assert '"status": "done"' in job.stdout and job.stdout.count('"version":') >= 2
+
+
+def test_a_job_folder_the_driver_cannot_write_fails_that_job_alone(farm):
+    """Mid-batch on a Redis farm, one job's final report cannot be written (a folder in its place stops
+    root too): that job fails saying why, and the driver goes on with the other, which finishes."""
+    f = farm()
+    f.start_workers(compile_workers=1, gpu_workers=1)
+    (f.out / "matmul64" / "final_report.md").mkdir(parents=True)
+    done = f.cli("submit", str(MODELS / "matmul64.py"), str(MODELS / "rowsum.py"), "--compile-only")
+    assert done.returncode == 1 and "batch summary" in done.stdout, done.stderr
+    jobs = {j.job_id.split(".", 1)[1]: j for j in f.store.jobs()}
+    assert jobs["rowsum"].status == "done" and jobs["rowsum"].reported
+    broken = jobs["matmul64"]
+    assert broken.status == "failed" and broken.stop_reason == "the driver could not go on", broken.stop_reason
+    assert "final_report.md" in broken.error, broken.error
 
 
 def test_a_wrong_broker_or_password_is_said_at_once(redis_server):
