@@ -234,6 +234,27 @@ def test_a_depthwise_conv_puts_its_threads_along_the_outputs_rows(tmp_path):
     assert config.launches[-1].block[0] == (conv.block_tile[2] or 64) // conv.thread_tile[2]  # x: ow
 
 
+@pytest.mark.parametrize("name, masked_k", [("vit_linear", False), ("irregular_matmul", True)])
+def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges(tmp_path, name, masked_k):
+    """197 tokens (prime), or 1000 x 700 x 67: v0 gave blocks of one row and one output per thread. Now 64x64
+    blocks of 4x4 per thread, the grid covering every output once (the last block of a loop partial), its K
+    steps vectorized (masked where K is a prime); no per-thread scratch."""
+    job, params, config = compiled(tmp_path, name)
+    (matmul,) = [s for s in params.ops if s.family == "matmul"]
+    op = _op(job, matmul.op_index)
+    tiled = [d for d, t in enumerate(matmul.thread_tile) if t]
+    assert [matmul.thread_tile[d] for d in tiled] == [4, 4] and [matmul.block_tile[d] for d in tiled] == [64, 64]
+    assert any(op.loop_ranges[d] % 64 for d in tiled)
+    k = op.loop_ranges[op.iterator_types.index("reduction")]
+    assert matmul.vectorize and bool(k % matmul.reduction_tile) == masked_k
+    launch = config.launches[-1]
+    blocks = [math.ceil(r / b) for r, b in zip(op.loop_ranges, matmul.block_tile) if b]
+    assert math.prod(launch.grid) == math.prod(blocks) and math.prod(launch.block) == 256
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert ".local" not in ptx and "malloc" not in ptx
+    assert ("fma.rn.f32" in ptx) != masked_k  # a masked K step multiplies, selects and adds
+
+
 def test_a_loss_to_one_value_merges_its_partials_in_a_block(tmp_path):
     """An MSE over 2^20 elements keeps its split (one output: a block per output would leave the GPU idle),
     and its partials are merged by a block of threads (a warp's shuffles last), not by one thread."""

@@ -57,6 +57,22 @@ def test_vectorize_emits_vector_code(jobs):
     assert "vector.load" in (jobs / "elementwise_chain" / "v1" / "gpu.mlir").read_text()
 
 
+def test_tiles_that_leave_a_partial_block_or_k_step_are_refused_unless_masked(jobs):
+    """A K step that does not divide K (512 % 24) in a kernel that cannot mask it (the MLP's ReLU with its
+    matmul fused), or a partial block in an unvectorized matmul, is a schedule error with its reason, not a
+    failed vectorization in the transform stage; the matmul alone in its kernel masks its last K step."""
+    mlp = str(jobs / "mlp")
+    fused = compile_iteration(mlp, 5, apply_edit(initial_params(mlp), ScheduleEdit(3, "reduction_tile", 24)))
+    assert (fused.ok, fused.stage) == (False, "schedule") and "must divide the reduction loop" in fused.error
+    job = str(jobs / "matmul_square")
+    unvectorized = apply_edit(initial_params(job), ScheduleEdit(1, "vectorize", False))
+    partial = compile_iteration(job, 6, apply_edit(unvectorized, ScheduleEdit(1, "block_tile", [48, 64, 0])))
+    assert (partial.ok, partial.stage) == (False, "schedule") and "not divided evenly" in partial.error
+    masked = compile_iteration(job, 7, apply_edit(initial_params(job), ScheduleEdit(1, "reduction_tile", 24)))
+    assert masked.ok, masked.error
+    assert "selp.f32" in (jobs / "matmul_square" / "v7" / "kernels.ptx").read_text()
+
+
 def test_reduction_tile_and_fp_contraction_reach_the_ptx(jobs):
     job = str(jobs / "matmul_square")
     params = apply_edit(initial_params(job), ScheduleEdit(1, "reduction_tile", 8))

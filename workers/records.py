@@ -194,9 +194,10 @@ def img2col_aligned(tile: int, extents: list[int]) -> bool:
     return all(tile % e == 0 or e % tile == 0 for e in extents)
 
 
-def tile_error(block: list[int], thread: list[int], op: OpInfo) -> str | None:
+def tile_error(block: list[int], thread: list[int], op: OpInfo, partial: bool = False) -> str | None:
     """Why one kernel's per-loop block and thread tiles cannot be compiled, or None. The compile stage's
-    validation and the advisor's edits (rules/routing.py) share it."""
+    validation and the advisor's edits (rules/routing.py) share it. `partial`: the kernel takes a last block
+    that a loop's extent fills only in part (validation.masked_tiles), its thread tiles still dividing the block's."""
     for d, extents in enumerate(op.tile_alignments):  # an img2col gather's index arithmetic
         for tile in filter(None, (block[d], thread[d])):
             if not img2col_aligned(tile, extents):
@@ -206,8 +207,9 @@ def tile_error(block: list[int], thread: list[int], op: OpInfo) -> str | None:
     for d, (b, t, extent) in enumerate(zip(block, thread, op.loop_ranges)):
         if b < 0 or t < 0:
             return f"loop {d} has a negative tile size"
-        # partial tiles would give per-thread scratch a dynamic size (device malloc in the kernel)
-        if (b and extent % b) or (t and (b or extent) % t):
+        # partial tiles would give per-thread scratch a dynamic size (device malloc in the kernel), unless
+        # the kernel vectorizes them masked
+        if (b and extent % b and not partial) or (t and (b or extent) % t):
             return f"loop {d} of extent {extent} is not divided evenly by block tile {b} and thread tile {t}"
     return None
 

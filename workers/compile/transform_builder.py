@@ -127,10 +127,11 @@ def fuse_into(producer: Handle, containing: Handle, name: str) -> tuple[Handle, 
     return fused.fused_op, fused.new_containing_op
 
 
-def vectorize(op: Handle) -> None:
+def vectorize(op: Handle, sizes: Sequence[int] | None = None) -> None:
     """tensor.extract at computed indices (a flip, a gather of class scores) becomes vector loads or gathers,
-    which the vectorizer refuses by default."""
-    structured.VectorizeOp(op, vectorize_nd_extract=True)
+    which the vectorizer refuses by default. `sizes`: vectors of these sizes per loop, masked where the
+    op's (dynamic) extents are smaller."""
+    structured.VectorizeOp(op, sizes, vectorize_nd_extract=True)
 
 
 def hoist_subsets(loop: Handle) -> None:

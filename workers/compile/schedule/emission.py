@@ -24,7 +24,8 @@ from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_mo
                                             linear_grid, threads_per_loop)
 from workers.compile.schedule.v0 import default_group_schedule
 from workers.compile.schedule.staged_matmul import StagedMatmul, emit_registers_across_k_steps, emit_staged_matmul
-from workers.compile.schedule.validation import mma_plan, staged_plan, validate, interleaved_columns
+from workers.compile.schedule.validation import (interleaved_columns, masked_tiles, masked_vector_sizes, mma_plan,
+                                                 staged_plan, validate)
 from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_multibuffers,
                                          emit_pipelined_k_loop, emit_shared_accumulator, emit_staged_tiles)
 from workers.records import OpInfo, OpSchedule, ScheduleParams, reduction_extents
@@ -297,8 +298,11 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         sizes = [s.reduction_tile if d == first else 0 for d in range(loops)]
         thread_ops[member], reduction_loop = tb.tile_for(thread_ops[member], sizes, f"{k}_r")
     if s.vectorize:
-        for handle in [*tiles.members[g.producer is not None:], *thread_ops.values()]:
-            tb.vectorize(handle)
+        sizes = masked_vector_sizes(s, op) if masked_tiles(s, g, facts) else None
+        for handle in tiles.members[g.producer is not None:]:  # the fills, over the anchor's output
+            tb.vectorize(handle, sizes and [sizes[d] for d in op.output_loops])
+        for handle in thread_ops.values():
+            tb.vectorize(handle, sizes)
         if s.split_reduction and tiled:
             # the merge's accumulator: read and written at the same place every iteration, it becomes a
             # vector carried by the loop (registers) instead of a store to global memory per step

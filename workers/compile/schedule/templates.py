@@ -272,6 +272,34 @@ def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInf
         schedule.vectorize = True
 
 
+# a matmul whose output loops have no divisor near a register-tiled block (ViT's 197 tokens, Swin's 49 per
+# window, KernelBench's 8205 x 5921) got blocks of one row and one output per thread, each thread reading
+# two operands per multiply-add; it takes blocks of 64 x 64 of 4 x 4 per thread instead, the last block of a
+# loop (and the last K step where K has no divisor of at least a few vectors) partial and vectorized masked
+# (validation.masked_tiles). Not yet measured on a GPU.
+PARTIAL_BLOCK, PARTIAL_THREAD = 64, 4
+
+
+def partial_matmul_schedule(schedule: OpSchedule, op: OpInfo, sms: int) -> OpSchedule | None:
+    """`schedule` (a SIMT matmul's divisor template) with PARTIAL_BLOCK tiles of PARTIAL_THREAD per thread on
+    its two thread loops, where the template gave one output per thread and the new grid has a block for
+    every one of `sms` SMs; else None."""
+    dims = [d for d, t in enumerate(schedule.thread_tile) if t]
+    if len(dims) != 2 or any(schedule.thread_tile[d] != 1 for d in dims):
+        return None
+    block, thread = list(schedule.block_tile), list(schedule.thread_tile)
+    for d in dims:
+        block[d] = min(PARTIAL_BLOCK, -(-op.loop_ranges[d] // PARTIAL_THREAD) * PARTIAL_THREAD)
+        thread[d] = PARTIAL_THREAD
+    extent = op.loop_ranges[op.iterator_types.index("reduction")]
+    k_step = largest_divisor_at_most(extent, V0_MATMUL_K_TILES[0])
+    if k_step < V0_MATMUL_K_TILES[-1]:  # no K step of a few vectors divides K: the last one is masked
+        k_step = min(extent, V0_MATMUL_K_TILES[0])
+    partial = OpSchedule(op_index=op.index, family=schedule.family, block_tile=block, thread_tile=thread,
+                         reduction_tile=k_step, vectorize=True)
+    return partial if grid_blocks(partial, op) >= sms else None
+
+
 def reductions_trail(op: OpInfo) -> bool:
     r = op.iterator_types.index("reduction")
     return all(it == "reduction" for it in op.iterator_types[r:])

@@ -12,6 +12,7 @@ from workers.compile.schedule.grouping import (Group, plan_groups, ROW_LOOPS, ro
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_img2col, default_op_schedule,
                                                 transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
+                                                partial_matmul_schedule,
                                                 row_kernel_threads, block_reduction_threads)
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
 from workers.compile.tensor_core import plan_mma
@@ -40,6 +41,11 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         mma = tensor_core_schedule(g, facts, precision, target)
         if mma is not None:
             return mma
+    if family == "matmul" and g.producer is None and member == g.anchor \
+            and len(reduction_extents(facts[member].info)) == 1:
+        partial = partial_matmul_schedule(schedule, facts[g.anchor].info, target.sms)
+        if partial is not None:
+            return partial
     if family == "matmul" and member is not None and any(schedule.thread_tile):
         reductions = reduction_extents(facts[member].info)
         k_step = next((t for t in V0_MATMUL_K_TILES if len(reductions) == 1 and reductions[0] % t == 0), 0)

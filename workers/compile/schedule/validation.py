@@ -37,6 +37,29 @@ def staged_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
         raise ScheduleError(f"op {g.anchor}: promote_shared: {e}") from None
 
 
+def masked_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> bool:
+    """Whether the kernel may take tiles that its loops' extents fill only in part (the last block of a loop,
+    the last K step): a SIMT matmul alone in its kernel (its fill fused, no producer, split, staging or
+    tensor cores) whose threads vectorize their tiles. Emission then vectorizes with the tiles' full sizes
+    (vector_sizes), masked where a tile is partial (masked_vector_sizes)."""
+    op = facts[g.anchor].info
+    return (op.family == "matmul" and g.producer is None and schedule.vectorize and any(schedule.thread_tile)
+            and schedule.tensor_core == "none" and None not in op.output_loops and len(reduction_extents(op)) == 1
+            and not (schedule.img2col or schedule.split_reduction or schedule.block_reduction
+                     or schedule.row_kernel or schedule.promote_shared))
+
+
+def masked_vector_sizes(schedule: OpSchedule, op: OpInfo) -> list[int] | None:
+    """The vector sizes of a masked_tiles kernel's thread-level op (per loop: its thread tile, else its block
+    tile, else its extent; the K loop's step), where some tile is partial; None where every tile divides its
+    loop (the kernel vectorizes as any other)."""
+    k = op.iterator_types.index("reduction")
+    sizes = [t or b or r for t, b, r in zip(schedule.thread_tile, schedule.block_tile, op.loop_ranges)]
+    sizes[k] = schedule.reduction_tile or op.loop_ranges[k]
+    partial = any(b and r % b for b, r in zip(schedule.block_tile, op.loop_ranges)) or op.loop_ranges[k] % sizes[k]
+    return sizes if partial else None
+
+
 def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target: Target) -> list[int]:
     """Check one kernel's tiles for `target`; returns the thread block shape [x, y, z]."""
     op = facts[g.anchor].info
@@ -83,8 +106,15 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
     for d, (b, t) in enumerate(zip(schedule.block_tile, schedule.thread_tile)):
         if op.iterator_types[d] == "reduction" and (b or t):
             raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
-    if error := tile_error(schedule.block_tile, schedule.thread_tile, op):
+    masked = masked_tiles(schedule, g, facts)
+    if error := tile_error(schedule.block_tile, schedule.thread_tile, op, partial=masked):
         raise ScheduleError(f"op {op.index}: {error}")
+    member = reduction_member(g, facts)
+    if member is not None and schedule.vectorize and schedule.reduction_tile and not masked \
+            and reduction_extents(facts[member].info)[0] % schedule.reduction_tile:
+        raise ScheduleError(f"op {op.index}: reduction_tile {schedule.reduction_tile} must divide the reduction "
+                            f"loop ({reduction_extents(facts[member].info)[0]}) of a vectorized kernel that "
+                            "takes no masked tiles")
     return block_dims(schedule, op)
 
 

@@ -1,0 +1,20 @@
+"""A ViT MLP's first Linear over 197 tokens (a prime: blocks of one row and one output per thread before)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 2048, bias=False)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 197, 256)]
+
+
+def get_init_inputs():
+    return []
