@@ -9,11 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from workers.compile import compile_iteration, initial_params, mlir
 from workers.compile.passes import collapse_reduction_loops, reduce_in_stages, registry
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
-from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
+from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded, masked_fill_decomposition,
+                              scatter_decomposition)
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import LaunchConfig, OpInfo, OpSchedule
 
@@ -221,6 +223,31 @@ def test_scans_gathers_and_dilated_convs_compile_with_every_kernel_on_the_gpu(tm
     job, params, config = compiled(tmp_path, name)
     assert "tm_tensor" not in (job / "model_linalg.mlir").read_text()
     assert not any(s.img2col for s in params.ops)
+
+
+@pytest.mark.parametrize("name", ["nonpersistent_buffer", "masked_assign", "scatter_gate"])
+def test_a_non_persistent_buffer_a_masked_assignment_and_a_scatter_compile(tmp_path, name):
+    """BERT's position ids (a buffer outside the state dict), a GCN's d[isinf(d)] = 0 and an MoE gate's
+    scatter: torch-mlir stopped at the first and lowered the others to tm_tensor ops; all three are now
+    plain linalg, every kernel on the GPU."""
+    job, _, _ = compiled(tmp_path, name)
+    assert "tm_tensor" not in (job / "model_linalg.mlir").read_text()
+
+
+def test_the_masked_assignment_and_scatter_decompositions_compute_what_torch_does():
+    torch.manual_seed(0)
+    x = torch.randn(5, 8)
+    rows = torch.stack([torch.randperm(8)[:3] for _ in range(5)])  # distinct slots per row, as topk's
+    src = torch.randn(5, 3)
+    assert torch.equal(scatter_decomposition(x, 1, rows, src), x.scatter(1, rows, src))
+    assert torch.equal(scatter_decomposition(x, 1, rows, 2.5), x.scatter(1, rows, 2.5))
+    columns, larger = torch.stack([torch.randperm(5)[:2] for _ in range(8)], 1), torch.randn(4, 8)
+    assert torch.equal(scatter_decomposition(x, 0, columns, larger), x.scatter(0, columns, larger))
+    mask = x > 0.3
+    for accumulate in (False, True):
+        assert torch.equal(masked_fill_decomposition(x, [mask], torch.tensor(1.5), accumulate),
+                           torch.ops.aten.index_put.default(x, [mask], torch.tensor(1.5), accumulate))
+    assert masked_fill_decomposition(x, [torch.tensor([0, 2])], torch.tensor(1.0)) is NotImplemented
 
 
 def test_a_depthwise_conv_puts_its_threads_along_the_outputs_rows(tmp_path):

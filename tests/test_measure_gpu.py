@@ -107,8 +107,9 @@ def test_each_class_of_model_v0_could_not_compile_before_is_correct(tmp_path, na
     """tests/data/breadth's models as the compile stage makes them (test_compile_breadth.py checks it still
     does): a linear grid past three block loops, a loss to one value, a scalar input, a tanh-GELU's x ** 3, a
     GroupNorm, an odd row, a scan, a gather, a dilated conv, an RNN's state, a constant table, a strided
-    output, reductions in two stages, a topk, a small bf16 matmul, a depthwise conv; each correct on every
-    one of the 3 input draws."""
+    output, reductions in two stages, a topk, a small bf16 matmul, a depthwise conv, matmuls with masked
+    partial tiles (197 rows; 1000 x 700 x 67), a non-persistent buffer, a masked assignment, a scatter; each
+    correct on every one of the 3 input draws."""
     job = tmp_path / name
     shutil.copytree(DATA / "measure" / "breadth" / name, job / "v0")
     shutil.copy(DATA / "breadth" / f"{name}.py", job / "model.py")

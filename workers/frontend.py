@@ -40,6 +40,10 @@ class _Lifted(nn.Module):
 
     def __init__(self, model: nn.Module, state_names: list[str], inputs: list):
         super().__init__()
+        # torch-mlir's importer finds a buffer's value in the state dict, which a non-persistent buffer (a
+        # BERT's position_ids) is not in; it is an input of the function all the same
+        for module in model.modules():
+            module._non_persistent_buffers_set.clear()
         self.model = model
         self.state_names = state_names
         self.inputs = inputs  # None where a tensor argument goes
@@ -190,13 +194,43 @@ def topk_decomposition(x: torch.Tensor, k: int, dim: int = -1, largest: bool = T
     return (value if largest else -value), torch.cat(indices, dim)
 
 
+def masked_fill_decomposition(x: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False):
+    """x[mask] = values (index_put with one boolean mask of x's shape) as an elementwise select: torch-mlir
+    lowers the mask through nonzero, a tm_tensor.scan, which no upstream pass lowers. Other index_put forms
+    are left to torch-mlir."""
+    if len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool or indices[0].shape != x.shape \
+            or values.numel() != 1:
+        return NotImplemented
+    value = values.reshape(()).to(x.dtype)
+    return torch.where(indices[0], x + value if accumulate else value, x)
+
+
+def scatter_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src) -> torch.Tensor:
+    """x.scatter(dim, index, src) (src a tensor or a number) as a comparison of each index with every position
+    along `dim` and a select: torch-mlir lowers scatter to tm_tensor.scatter, which no upstream pass lowers.
+    Where an index repeats, the sources are summed (torch leaves which one wins undefined). Only an index of
+    x's shape but along `dim` (a gate's top-k slots); other forms are left to torch-mlir."""
+    dim = dim % max(x.dim(), 1)
+    if index.dim() != x.dim() or any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim):
+        return NotImplemented
+    positions = torch.arange(x.shape[dim], device=x.device).reshape([1] * (dim + 1) + [-1] + [1] * (x.dim() - dim - 1))
+    hits = index.unsqueeze(dim + 1) == positions  # index's dims, then x's positions along dim
+    if isinstance(src, torch.Tensor):
+        source = src[tuple(slice(0, n) for n in index.shape)].unsqueeze(dim + 1).to(x.dtype)
+    else:
+        source = torch.full((), src, dtype=x.dtype, device=x.device)
+    value = torch.where(hits, source, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim)
+    return torch.where(hits.any(dim), value, x)
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition,
             torch.ops.aten.native_group_norm.default: group_norm_decomposition,
             torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition,
-            torch.ops.aten.topk.default: topk_decomposition}
+            torch.ops.aten.topk.default: topk_decomposition, torch.ops.aten.index_put.default: masked_fill_decomposition,
+            torch.ops.aten.scatter.src: scatter_decomposition, torch.ops.aten.scatter.value: scatter_decomposition}
 
 
 _RESOURCES = re.compile(r"\n\{-#\s*dialect_resources:.*#-\}\s*$", re.S)
