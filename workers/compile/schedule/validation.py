@@ -110,7 +110,9 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
     if error := tile_error(schedule.block_tile, schedule.thread_tile, op, partial=masked):
         raise ScheduleError(f"op {op.index}: {error}")
     member = reduction_member(g, facts)
+    # (an img2col kernel's K is its gather's, checked above; a split's reduction_tile is its merge's)
     if member is not None and schedule.vectorize and schedule.reduction_tile and not masked \
+            and not (schedule.img2col or schedule.split_reduction) \
             and reduction_extents(facts[member].info)[0] % schedule.reduction_tile:
         raise ScheduleError(f"op {op.index}: reduction_tile {schedule.reduction_tile} must divide the reduction "
                             f"loop ({reduction_extents(facts[member].info)[0]}) of a vectorized kernel that "
