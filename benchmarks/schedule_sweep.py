@@ -132,6 +132,16 @@ IMG2COL_VARIANTS = [
 ]
 
 
+# a matmul over 197 tokens (loops batch, tokens, n, k): v0 takes 64x64 blocks of 4x4 per thread, the last
+# block of tokens masked; the divisor template it replaces, a block per token row of 64 outputs, one each
+# (unmeasured)
+MASKED_VARIANTS = [
+    Variant("the divisor template: a block per token row, one output per thread", "matmul",
+            {"block_tile": [1, 1, 64, 0], "thread_tile": [0, 1, 1, 0]}),
+    Variant("32x64 blocks of 2x4", "matmul", {"block_tile": [1, 32, 64, 0], "thread_tile": [0, 2, 4, 0]}),
+]
+
+
 @dataclass(frozen=True)
 class Sweep:
     model: Path
@@ -164,6 +174,7 @@ SWEEPS = {
                                    for k, v in x.fields.items()}) for x in SIMT_STAGED_VARIANTS]),
     "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", MMA_VARIANTS),
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
+    "vit_tokens_matmul": Sweep(MODELS / "vit_tokens_matmul.py", MASKED_VARIANTS),
     "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),
     "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),
     "layernorm": Sweep(ZOO / "layernorm.py", REDUCTION_VARIANTS),

@@ -1,0 +1,17 @@
+"""A ViT-B MLP's first matmul over 197 tokens (a prime), without bias: 8 images x 197 tokens x 768 -> 3072.
+v0 takes 64x64 blocks of 4x4 per thread, the last block of tokens partial and masked."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, w):
+        return torch.matmul(x, w)
+
+
+def get_inputs():
+    return [torch.randn(8, 197, 768), torch.randn(768, 3072)]
+
+
+def get_init_inputs():
+    return []
