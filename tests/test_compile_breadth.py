@@ -17,7 +17,7 @@ from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded, masked_fill_decomposition,
                               scatter_decomposition)
 from workers.measure.gpu_run import OutputError, worst_of_draws
-from workers.records import LaunchConfig, OpInfo, OpSchedule
+from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule
 
 BREADTH = Path(__file__).parent / "data" / "breadth"
 
@@ -68,6 +68,10 @@ def test_more_than_three_block_loops_run_on_a_linear_grid_that_covers_every_tile
     assert sum(1 for b in schedule.block_tile if b) == 4
     tiles = block_tiles((job / "v0" / "gpu.mlir").read_text(), linear[0].grid[0])
     assert len(tiles) == linear[0].grid[0] == linear_grid(schedule, _op(job, schedule.op_index))
+
+
+def compile_result(job: Path) -> CompileResult:
+    return CompileResult.from_json((job / "v0" / "compile_result.json").read_text())
 
 
 def _op(job: Path, index: int) -> OpInfo:
@@ -265,16 +269,19 @@ def test_a_depthwise_conv_puts_its_threads_along_the_outputs_rows(tmp_path):
 def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges(tmp_path, name, masked_k):
     """197 tokens (prime), or 1000 x 700 x 67: v0 gave blocks of one row and one output per thread. Now 64x64
     blocks of 4x4 per thread, the grid covering every output once (the last block of a loop partial), its K
-    steps vectorized (masked where K is a prime); no per-thread scratch."""
+    steps vectorized (masked where K is a prime); no per-thread scratch. The Linear's bias is a kernel of its
+    own, the matmul alone in its kernel (fused, its masked per-thread result would need a buffer of dynamic
+    size)."""
     job, params, config = compiled(tmp_path, name)
     (matmul,) = [s for s in params.ops if s.family == "matmul"]
+    assert [s.family for s in params.ops if not s.fuse_producers] == (["elementwise"] if name == "vit_linear" else [])
+    launch = next(launch for launch, op in zip(config.launches, compile_result(job).kernel_ops) if op == matmul.op_index)
     op = _op(job, matmul.op_index)
     tiled = [d for d, t in enumerate(matmul.thread_tile) if t]
     assert [matmul.thread_tile[d] for d in tiled] == [4, 4] and [matmul.block_tile[d] for d in tiled] == [64, 64]
     assert any(op.loop_ranges[d] % 64 for d in tiled)
     k = op.loop_ranges[op.iterator_types.index("reduction")]
     assert matmul.vectorize and bool(k % matmul.reduction_tile) == masked_k
-    launch = config.launches[-1]
     blocks = [math.ceil(r / b) for r, b in zip(op.loop_ranges, matmul.block_tile) if b]
     assert math.prod(launch.grid) == math.prod(blocks) and math.prod(launch.block) == 256
     ptx = (job / "v0" / "kernels.ptx").read_text()

@@ -15,7 +15,7 @@ from workers.compile.analysis import analyze
 from workers.compile.build import PARAMS_FILE, PIPELINE_FILE, TRANSFORM_FILE, build
 from workers.compile.host import HostComputeError
 from workers.compile.pipeline import PIPELINE_COPIES_SEQUENCE, pipeline_for
-from workers.compile.schedule import ScheduleError, emit_transform, initial_params_for, kernel_of_line
+from workers.compile.schedule import ScheduleError, complete_params, emit_transform, initial_params_for, kernel_of_line
 from workers.layout import COMPILE_RESULT_FILE, LINALG_FILE, version_dir
 from workers.records import CompileResult, ScheduleParams
 
@@ -71,10 +71,13 @@ def compile_iteration(job_dir: str, version: int, params: ScheduleParams) -> Com
 
 
 def write_version(job_dir: str, vdir: str, params: ScheduleParams) -> None:
-    """The version's record: params.json, transform.mlir (ScheduleError where the params give no valid
-    kernel) and pass_pipeline.txt."""
+    """The version's record: params.json (with every kernel's schedule, v0's where `params` has none),
+    transform.mlir (ScheduleError where the params give no valid kernel) and pass_pipeline.txt."""
+    write_text(os.path.join(vdir, PARAMS_FILE), params.to_json(indent=2))  # kept where the schedule fails
+    facts = analyze(_payload(job_dir), params.fuse_elementwise)
+    params = complete_params(facts, params)
     write_text(os.path.join(vdir, PARAMS_FILE), params.to_json(indent=2))
-    transform_text, _ = emit_transform(analyze(_payload(job_dir), params.fuse_elementwise), params)
+    transform_text, _ = emit_transform(facts, params)
     pipeline = pipeline_for(params.chip, params.fuse_elementwise, f"@{PIPELINE_COPIES_SEQUENCE}(" in transform_text)
     write_text(os.path.join(vdir, TRANSFORM_FILE), transform_text)
     write_text(os.path.join(vdir, PIPELINE_FILE), pipeline.to_text())

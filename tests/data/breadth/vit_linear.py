@@ -1,4 +1,5 @@
-"""A ViT MLP's first Linear over 197 tokens (a prime: blocks of one row and one output per thread before)."""
+"""A ViT MLP's first Linear over 197 tokens (a prime: blocks of one row and one output per thread before),
+with its bias."""
 import torch
 import torch.nn as nn
 
@@ -6,7 +7,7 @@ import torch.nn as nn
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.fc = nn.Linear(256, 2048, bias=False)
+        self.fc = nn.Linear(256, 2048)
 
     def forward(self, x):
         return self.fc(x)

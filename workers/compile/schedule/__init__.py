@@ -51,11 +51,11 @@ compile driver applies after the tensor-core conversion.
 from __future__ import annotations
 
 from workers.compile.schedule.edits import apply_edit
-from workers.compile.schedule.emission import emit_transform
+from workers.compile.schedule.emission import complete_params, emit_transform
 from workers.compile.schedule.grouping import kernel_of_line
 from workers.compile.schedule.templates import conservative_schedule
 from workers.compile.schedule.tiles import ScheduleError
 from workers.compile.schedule.v0 import initial_params_for
 
-__all__ = ["ScheduleError", "apply_edit", "conservative_schedule", "emit_transform", "initial_params_for",
-           "kernel_of_line"]
+__all__ = ["ScheduleError", "apply_edit", "complete_params", "conservative_schedule", "emit_transform",
+           "initial_params_for", "kernel_of_line"]

@@ -22,7 +22,7 @@ from workers.compile.schedule.grouping import Group, plan_groups, ROW_LOOPS, gro
 from workers.compile.schedule.templates import PARTIAL_LOADS, img2col_op, split_over_blocks, partial_kernel_schedule
 from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, forall_mapping,
                                             linear_grid, threads_per_loop)
-from workers.compile.schedule.v0 import default_group_schedule
+from workers.compile.schedule.v0 import with_every_kernel
 from workers.compile.schedule.staged_matmul import StagedMatmul, emit_registers_across_k_steps, emit_staged_matmul
 from workers.compile.schedule.validation import (interleaved_columns, masked_tiles, masked_vector_sizes, mma_plan,
                                                  staged_plan, validate)
@@ -80,16 +80,21 @@ def plan_kernels(groups: list[Group], schedules: dict[int, OpSchedule], facts: l
     return [kernel for _, kernel in sorted(placed, key=lambda p: p[0])]
 
 
+def complete_params(facts: list[LinalgOpFacts], params: ScheduleParams) -> ScheduleParams:
+    """`params` with a schedule for every kernel (v0.with_every_kernel): what params.json records."""
+    try:
+        return with_every_kernel(params, facts, target(params.chip))
+    except ValueError as e:  # an unknown chip; a ScheduleError passes through
+        raise ScheduleError(str(e)) from None
+
+
 def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[str, list[Kernel]]:
     """transform.mlir for the payload described by `facts`; also returns its kernels in launch order."""
+    params = complete_params(facts, params)
+    gpu = target(params.chip)
     groups = plan_groups(facts, params)
     by_index = {s.op_index: s for s in params.ops}
-    try:
-        gpu = target(params.chip)
-    except ValueError as e:
-        raise ScheduleError(str(e)) from None
-    schedules = {g.anchor: by_index.get(g.anchor) or default_group_schedule(g, facts, params.precision, gpu)
-                 for g in groups}
+    schedules = {g.anchor: by_index[g.anchor] for g in groups}
     kernels = plan_kernels(groups, schedules, facts, gpu)
     group_of = {g.anchor: g for g in groups}
     tensor_cores = {i: mma_plan(schedules[c.anchor], group_of[c.anchor], facts, gpu) for i, c in enumerate(kernels)

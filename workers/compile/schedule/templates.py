@@ -280,10 +280,11 @@ def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInf
 PARTIAL_BLOCK, PARTIAL_THREAD = 64, 4
 
 
-def partial_matmul_schedule(schedule: OpSchedule, op: OpInfo, sms: int) -> OpSchedule | None:
-    """`schedule` (a SIMT matmul's divisor template) with PARTIAL_BLOCK tiles of PARTIAL_THREAD per thread on
-    its two thread loops, where the template gave one output per thread and the new grid has a block for
-    every one of `sms` SMs; else None."""
+def partial_matmul_schedule(schedule: OpSchedule, op: OpInfo, k_extent: int, sms: int) -> OpSchedule | None:
+    """`schedule` (the divisor template of a SIMT matmul kernel, over the loops of its anchor `op`: the matmul
+    or its elementwise consumer; K of `k_extent`) with PARTIAL_BLOCK tiles of PARTIAL_THREAD per thread on its
+    two thread loops, where the template gave one output per thread and the new grid has a block for every
+    one of `sms` SMs; else None."""
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
     if len(dims) != 2 or any(schedule.thread_tile[d] != 1 for d in dims):
         return None
@@ -291,10 +292,9 @@ def partial_matmul_schedule(schedule: OpSchedule, op: OpInfo, sms: int) -> OpSch
     for d in dims:
         block[d] = min(PARTIAL_BLOCK, -(-op.loop_ranges[d] // PARTIAL_THREAD) * PARTIAL_THREAD)
         thread[d] = PARTIAL_THREAD
-    extent = op.loop_ranges[op.iterator_types.index("reduction")]
-    k_step = largest_divisor_at_most(extent, V0_MATMUL_K_TILES[0])
+    k_step = largest_divisor_at_most(k_extent, V0_MATMUL_K_TILES[0])
     if k_step < V0_MATMUL_K_TILES[-1]:  # no K step of a few vectors divides K: the last one is masked
-        k_step = min(extent, V0_MATMUL_K_TILES[0])
+        k_step = min(k_extent, V0_MATMUL_K_TILES[0])
     partial = OpSchedule(op_index=op.index, family=schedule.family, block_tile=block, thread_tile=thread,
                          reduction_tile=k_step, vectorize=True)
     return partial if grid_blocks(partial, op) >= sms else None

@@ -14,7 +14,7 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 partial_matmul_schedule,
                                                 row_kernel_threads, block_reduction_threads)
-from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
+from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, leaves_partial_tiles
 from workers.compile.tensor_core import plan_mma
 from workers.records import OpInfo, OpSchedule, ScheduleParams, default_split_factor, reduction_extents, warp_can_merge
 from workers.target import Target, target
@@ -41,11 +41,17 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         mma = tensor_core_schedule(g, facts, precision, target)
         if mma is not None:
             return mma
-    if family == "matmul" and g.producer is None and member == g.anchor \
-            and len(reduction_extents(facts[member].info)) == 1:
-        partial = partial_matmul_schedule(schedule, facts[g.anchor].info, target.sms)
-        if partial is not None:
-            return partial
+    matmul = facts[member].info if family == "matmul" and member is not None else None
+    if matmul is not None and len(reduction_extents(matmul)) == 1 and None not in matmul.output_loops:
+        anchor, k_extent = facts[g.anchor].info, reduction_extents(matmul)[0]
+        tiled = partial_matmul_schedule(schedule, anchor, k_extent, target.sms)
+        if tiled is not None and (g.producer is None or not leaves_partial_tiles(tiled, anchor, k_extent)):
+            return tiled
+        if tiled is not None and anchor.family == "elementwise":
+            # its elementwise consumer (a bias) as a kernel of its own, the matmul alone in its kernel to take
+            # the masked tiles: fused, the matmul's per-thread result would have a dynamic size, which
+            # bufferization cannot place
+            return dataclasses.replace(default_op_schedule(anchor, "elementwise"), fuse_producers=False)
     if family == "matmul" and member is not None and any(schedule.thread_tile):
         reductions = reduction_extents(facts[member].info)
         k_step = next((t for t in V0_MATMUL_K_TILES if len(reductions) == 1 and reductions[0] % t == 0), 0)
@@ -147,15 +153,23 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
     gpu = target(chip)
     params = ScheduleParams(ops=[default_group_schedule(g, facts, precision, gpu) for g in plan_groups(facts, None)],
                             chip=chip, precision=precision)
-    # producers that a split reduction leaves out of its kernel get a schedule of their own
-    planned = {s.op_index for s in params.ops}
-    params.ops += [default_group_schedule(g, facts, precision, gpu) for g in plan_groups(facts, params)
-                   if g.anchor not in planned]
-    params.ops.sort(key=lambda s: s.op_index)
+    # producers that a split reduction (or an unfused consumer) leaves out of its kernel get a schedule of their own
+    params = with_every_kernel(params, facts, gpu)
     if reductions == "split":
         return params
     params = with_block_reductions(params, facts, gpu.sms)
-    return with_row_kernels(params, facts) if reductions == "rows" else params
+    return with_every_kernel(with_row_kernels(params, facts) if reductions == "rows" else params, facts, gpu)
+
+
+def with_every_kernel(params: ScheduleParams, facts: list[LinalgOpFacts], gpu: Target) -> ScheduleParams:
+    """A copy of `params` with a schedule for every kernel's anchor, v0's where `params` has none (the
+    compile stage writes this into params.json, which then says how every kernel is made); a schedule that
+    leaves a producer out of its kernel makes one more kernel, which gets its own in turn."""
+    new = ScheduleParams.from_dict(params.to_dict())
+    while missing := [g for g in plan_groups(facts, new) if g.anchor not in {s.op_index for s in new.ops}]:
+        new.ops = sorted(new.ops + [default_group_schedule(g, facts, new.precision, gpu) for g in missing],
+                         key=lambda s: s.op_index)
+    return new
 
 
 # A block per output leaves SMs idle where there are fewer outputs than SMs; over rows this long (64

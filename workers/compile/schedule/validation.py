@@ -7,7 +7,7 @@ from workers.compile.schedule.grouping import Group, reduction_member
 from workers.compile.schedule.staged_matmul import StagedMatmul, plan_staged_matmul
 from workers.compile.schedule.templates import img2col_op, reductions_trail, split_over_blocks
 from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
-                                            MAX_GRID_X)
+                                            MAX_GRID_X, leaves_partial_tiles)
 from workers.compile.tensor_core import MmaPlan, plan_mma
 from workers.records import (WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, reduction_extents, tile_error,
                              warp_can_merge)
@@ -56,8 +56,7 @@ def masked_vector_sizes(schedule: OpSchedule, op: OpInfo) -> list[int] | None:
     k = op.iterator_types.index("reduction")
     sizes = [t or b or r for t, b, r in zip(schedule.thread_tile, schedule.block_tile, op.loop_ranges)]
     sizes[k] = schedule.reduction_tile or op.loop_ranges[k]
-    partial = any(b and r % b for b, r in zip(schedule.block_tile, op.loop_ranges)) or op.loop_ranges[k] % sizes[k]
-    return sizes if partial else None
+    return sizes if leaves_partial_tiles(schedule, op, op.loop_ranges[k]) else None
 
 
 def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target: Target) -> list[int]:
