@@ -17,7 +17,7 @@ from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded, masked_fill_decomposition,
                               scatter_decomposition)
 from workers.measure.gpu_run import OutputError, worst_of_draws
-from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule
+from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleParams
 
 BREADTH = Path(__file__).parent / "data" / "breadth"
 
@@ -83,6 +83,16 @@ def test_a_grid_past_the_y_limit_goes_linear():
     tall = OpSchedule(0, "elementwise", block_tile=[4, 64], thread_tile=[1, 64])
     assert linear_grid(tall, op) == 70000 > MAX_GRID_YZ
     assert linear_grid(OpSchedule(0, "elementwise", block_tile=[64, 64], thread_tile=[1, 64]), op) == 0
+
+
+def test_params_json_holds_the_schedule_of_every_kernel(tmp_path):
+    """GroupNorm's block reductions fuse the bias add that the matmul was fused into: the matmul becomes a
+    kernel of its own after v0's passes, and its schedule is in params.json, not made up at emission from
+    whatever v0 is then (a replay from the params would follow a later v0)."""
+    job, _, _ = compiled(tmp_path, "gemm_groupnorm")
+    recorded = ScheduleParams.from_json((job / "v0" / "params.json").read_text())
+    kernels = set(compile_result(job).kernel_ops)
+    assert "matmul" in compile_result(job).kernel_families and kernels <= {s.op_index for s in recorded.ops}
 
 
 def test_a_loss_reducing_to_one_value_compiles(tmp_path):
