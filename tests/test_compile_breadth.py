@@ -14,8 +14,8 @@ import torch
 from workers.compile import compile_iteration, initial_params, mlir
 from workers.compile.passes import collapse_reduction_loops, reduce_in_stages, registry
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
-from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded, masked_fill_decomposition,
-                              scatter_decomposition)
+from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded,
+                              masked_fill_decomposition, scatter_decomposition)
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleParams
 

@@ -229,7 +229,8 @@ def _decompositions() -> dict:
     return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition,
             torch.ops.aten.native_group_norm.default: group_norm_decomposition,
             torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition,
-            torch.ops.aten.topk.default: topk_decomposition, torch.ops.aten.index_put.default: masked_fill_decomposition,
+            torch.ops.aten.topk.default: topk_decomposition,
+            torch.ops.aten.index_put.default: masked_fill_decomposition,
             torch.ops.aten.scatter.src: scatter_decomposition, torch.ops.aten.scatter.value: scatter_decomposition}
 
 

@@ -372,7 +372,8 @@ def _emit_block_reduction(kernel: int, k: str, g: Group, s: OpSchedule, facts: l
     members = ([producer] if g.producer is not None else []) + fills
     # the block level as for any kernel (thread_tile is all 0: no thread forall there)
     tiles = _emit_tiles(kernel, k, anchor, members, s, op)
-    partials = _emit_partials(k, tiles.block, [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))], r)
+    threads = [s.block_reduction if d == r else 0 for d in range(len(op.loop_ranges))]
+    partials = _emit_partials(k, tiles.block, threads, r)
     vectorized = [partials.fill]
     if g.producer is not None:
         fused, _ = tb.fuse_into(tiles.block_members[0], partials.threads, f"{k}_prt")
