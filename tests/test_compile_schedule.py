@@ -57,6 +57,21 @@ def test_vectorize_emits_vector_code(jobs):
     assert "vector.load" in (jobs / "elementwise_chain" / "v1" / "gpu.mlir").read_text()
 
 
+def test_a_transform_op_that_cannot_be_built_fails_the_version_with_its_reason(jobs, monkeypatch):
+    """The bindings refusing one Transform op (here every vectorize step, as for an attribute of the wrong
+    type) is a failed version at the schedule stage, not a crash of the compile task."""
+    from workers.compile.schedule import emission
+
+    def refuse(*_, **__):
+        raise TypeError("an attribute of the wrong type")
+
+    monkeypatch.setattr(emission.tb, "vectorize", refuse)
+    job = str(jobs / "elementwise_chain")
+    result = compile_iteration(job, 8, initial_params(job))
+    assert (result.ok, result.stage) == (False, "schedule")
+    assert "cannot be built from these params: an attribute of the wrong type" in result.error
+
+
 def test_tiles_that_leave_a_partial_block_or_k_step_are_refused_unless_masked(jobs):
     """A K step that does not divide K (512 % 24) in a kernel that cannot mask it (the MLP's ReLU with its
     matmul fused), or a partial block in an unvectorized matmul, is a schedule error with its reason, not a
