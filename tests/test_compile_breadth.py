@@ -277,8 +277,8 @@ def test_a_depthwise_conv_puts_its_threads_along_the_outputs_rows(tmp_path):
 
 @pytest.mark.parametrize("name, masked_k", [("vit_linear", False), ("irregular_matmul", True)])
 def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges(tmp_path, name, masked_k):
-    """197 tokens (prime), or 1000 x 700 x 67: v0 gave blocks of one row and one output per thread. Now 64x64
-    blocks of 4x4 per thread, the grid covering every output once (the last block of a loop partial), its K
+    """197 tokens (prime), or 1000 x 700 x 67: v0 gave blocks of one row and one output per thread. Now 32x64
+    blocks of 2x4 per thread, the grid covering every output once (the last block of a loop partial), its K
     steps vectorized (masked where K is a prime); no per-thread scratch. The Linear's bias is a kernel of its
     own, the matmul alone in its kernel (fused, its masked per-thread result would need a buffer of dynamic
     size)."""
@@ -288,7 +288,7 @@ def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges
     launch = next(launch for launch, op in zip(config.launches, compile_result(job).kernel_ops) if op == matmul.op_index)
     op = _op(job, matmul.op_index)
     tiled = [d for d, t in enumerate(matmul.thread_tile) if t]
-    assert [matmul.thread_tile[d] for d in tiled] == [4, 4] and [matmul.block_tile[d] for d in tiled] == [64, 64]
+    assert [matmul.thread_tile[d] for d in tiled] == [2, 4] and [matmul.block_tile[d] for d in tiled] == [32, 64]
     assert any(op.loop_ranges[d] % 64 for d in tiled)
     k = op.loop_ranges[op.iterator_types.index("reduction")]
     assert matmul.vectorize and bool(k % matmul.reduction_tile) == masked_k

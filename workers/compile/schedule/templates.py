@@ -274,24 +274,26 @@ def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInf
 
 # a matmul whose output loops have no divisor near a register-tiled block (ViT's 197 tokens, Swin's 49 per
 # window, KernelBench's 8205 x 5921) got blocks of one row and one output per thread, each thread reading
-# two operands per multiply-add; it takes blocks of 64 x 64 of 4 x 4 per thread instead, the last block of a
-# loop (and the last K step where K has no divisor of at least a few vectors) partial and vectorized masked
-# (validation.masked_tiles). Not yet measured on a GPU.
-PARTIAL_BLOCK, PARTIAL_THREAD = 64, 4
+# two operands per multiply-add; it takes blocks of 32 x 64 of 2 x 4 per thread instead (rows, columns), the
+# last block of a loop (and the last K step where K has no divisor of at least a few vectors) partial and
+# vectorized masked (validation.masked_tiles). On the H100, 8 x 197 tokens x 768 -> 3072: 1.87x over the
+# one-output template, 2.03x over 64 x 64 blocks of 4 x 4 (benchmarks/results/schedule_sweep_h200.md,
+# 2026-12-05 09:26)
+PARTIAL_BLOCK, PARTIAL_THREAD = (32, 64), (2, 4)
 
 
 def partial_matmul_schedule(schedule: OpSchedule, op: OpInfo, k_extent: int, sms: int) -> OpSchedule | None:
     """`schedule` (the divisor template of a SIMT matmul kernel, over the loops of its anchor `op`: the matmul
     or its elementwise consumer; K of `k_extent`) with PARTIAL_BLOCK tiles of PARTIAL_THREAD per thread on its
-    two thread loops, where the template gave one output per thread and the new grid has a block for every
-    one of `sms` SMs; else None."""
+    two thread loops (in loop order), where the template gave one output per thread and the new grid has a
+    block for every one of `sms` SMs; else None."""
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
     if len(dims) != 2 or any(schedule.thread_tile[d] != 1 for d in dims):
         return None
     block, thread = list(schedule.block_tile), list(schedule.thread_tile)
-    for d in dims:
-        block[d] = min(PARTIAL_BLOCK, -(-op.loop_ranges[d] // PARTIAL_THREAD) * PARTIAL_THREAD)
-        thread[d] = PARTIAL_THREAD
+    for d, most, per_thread in zip(dims, PARTIAL_BLOCK, PARTIAL_THREAD):
+        block[d] = min(most, -(-op.loop_ranges[d] // per_thread) * per_thread)
+        thread[d] = per_thread
     k_step = largest_divisor_at_most(k_extent, V0_MATMUL_K_TILES[0])
     if k_step < V0_MATMUL_K_TILES[-1]:  # no K step of a few vectors divides K: the last one is masked
         k_step = min(k_extent, V0_MATMUL_K_TILES[0])
