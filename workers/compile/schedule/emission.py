@@ -411,11 +411,10 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
     marks = {m: payload.ops[m] for m in g.members} | {f"f{m}": fill_of[m] for m in fill_of}
     for m, handle in marks.items():
         tb.mark(handle, ROW_OP, _mark(m), name=f"{k}_mark_{m}")
-    kernel_id = tb.param(kernel, name=f"{k}_id")
     block_op, containing = tb.tile_forall(payload.ops[g.anchor], "#gpu.block<x>", tile_sizes=[1, 0], name=f"{k}_b")
     for j, handle in enumerate([*(payload.ops[m] for m in reversed(g.members)), *fills]):
         _, containing = tb.fuse_into(handle, containing, f"{k}_fused{j}")
-    tb.annotate(containing, kernel_marks.KERNEL, kernel_id)
+    tb.mark(containing, kernel_marks.KERNEL, kernel, name=f"{k}_id")
     tb.apply_patterns(containing, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)
     tb.cse(containing)
     done = tb.param(-1, name=f"{k}_done")
@@ -517,14 +516,13 @@ def _emit_tiles(kernel: int, k: str, anchor: tb.Handle, members: list[tb.Handle]
     then fills) into both."""
     n_block = sum(1 for b in s.block_tile if b)
     n_thread = sum(1 for t in s.thread_tile if t)
-    kernel_id = tb.param(kernel, name=f"{k}_id")
     block, grid = tb.tile_forall(anchor, forall_mapping("block", n_block, bool(linear_grid(s, op))),
                                  tile_sizes=s.block_tile, name=f"{k}_b")
     block_members = []
     for j, m in enumerate(members):
         fused, grid = tb.fuse_into(m, grid, f"{k}_m{j}b")
         block_members.append(fused)
-    tb.annotate(grid, kernel_marks.KERNEL, kernel_id)
+    tb.mark(grid, kernel_marks.KERNEL, kernel, name=f"{k}_id")
     tiles = Tiles(block, block_members, grid)
     if n_thread:
         # num_threads, not tile sizes: a partial block tile must still give a static thread forall
@@ -550,12 +548,11 @@ def _emit_split_over_blocks(kernel: int, k: str, reduction: tb.Handle, split: in
         [any_op], any_op, any_op, any_op, reduction, reduction_dims=[r],
         num_threads=[0] * r + [split] + [0] * (k_loops - 1), mapping=tb.attribute("[#gpu.block<x>]"),
         loc=ir.Location.name(f"{k}_partial"))
-    kernel_id = tb.param(kernel, name=f"{k}p_id")
     # the fill of each block's partials gets a thread forall of its own: fusion cannot reach through the
     # rank-reducing slice between it and the partial's forall (each thread fills the element it reduces
     # into, so no barrier is needed between the two)
     fill, grid = tb.fuse_into(tiled.fill_op[0], tiled.forall_op, f"{k}p_m0b")
-    tb.annotate(grid, kernel_marks.KERNEL, kernel_id)
+    tb.mark(grid, kernel_marks.KERNEL, kernel, name=f"{k}p_id")
     tb.tile_forall(fill, mapping, num_threads=threads + [0], name=f"{k}p_fill_t")
     thread, _ = tb.tile_forall(tiled.split_op, mapping, num_threads=threads + [0] * k_loops, name=f"{k}p_t")
     tb.vectorize(thread)

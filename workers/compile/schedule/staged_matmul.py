@@ -113,7 +113,6 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
     anchor = facts[g.anchor].info
     n_thread, n_block = sum(1 for n in plan.threads if n), sum(1 for b in s.block_tile if b)
     mapping = forall_mapping("thread", n_thread)
-    kernel_id = tb.param(kernel, name=f"{k}_id")
     block, grid = tb.tile_forall(anchor_op, forall_mapping("block", n_block, bool(linear_grid(s, anchor))),
                                  tile_sizes=s.block_tile, name=f"{k}_b")
     matmul_block = block
@@ -123,7 +122,7 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
     for j, fill in enumerate(fills):
         fused, grid = tb.fuse_into(fill, grid, f"{k}_f{j}b")
         block_fills.append(fused)
-    tb.annotate(grid, kernel_marks.KERNEL, kernel_id)
+    tb.mark(grid, kernel_marks.KERNEL, kernel, name=f"{k}_id")
     if plan.epilogue is not None:
         # the matmul's block tile becomes a block-local tensor (shared memory), not a slice of a temporary
         tb.apply_patterns(grid, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)

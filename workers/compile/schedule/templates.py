@@ -282,6 +282,11 @@ def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInf
 PARTIAL_BLOCK, PARTIAL_THREAD = (32, 64), (2, 4)
 
 
+def maskable_matmul(op: OpInfo) -> bool:
+    """A matmul whose tiles can be masked at the edges: one K loop, each result dim indexed by one loop."""
+    return op.family == "matmul" and len(reduction_extents(op)) == 1 and None not in op.output_loops
+
+
 def partial_matmul_schedule(schedule: OpSchedule, op: OpInfo, k_extent: int, sms: int) -> OpSchedule | None:
     """`schedule` (the divisor template of a SIMT matmul kernel, over the loops of its anchor `op`: the matmul
     or its elementwise consumer; K of `k_extent`) with PARTIAL_BLOCK tiles of PARTIAL_THREAD per thread on its

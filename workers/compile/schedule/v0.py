@@ -12,7 +12,7 @@ from workers.compile.schedule.grouping import (Group, plan_groups, ROW_LOOPS, ro
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_img2col, default_op_schedule,
                                                 transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
-                                                partial_matmul_schedule,
+                                                maskable_matmul, partial_matmul_schedule,
                                                 row_kernel_threads, block_reduction_threads)
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, leaves_partial_tiles
 from workers.compile.tensor_core import plan_mma
@@ -42,7 +42,7 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         if mma is not None:
             return mma
     matmul = facts[member].info if family == "matmul" and member is not None else None
-    if matmul is not None and len(reduction_extents(matmul)) == 1 and None not in matmul.output_loops:
+    if matmul is not None and maskable_matmul(matmul):
         anchor, k_extent = facts[g.anchor].info, reduction_extents(matmul)[0]
         tiled = partial_matmul_schedule(schedule, anchor, k_extent, target.sms)
         if tiled is not None and (g.producer is None or not leaves_partial_tiles(tiled, anchor, k_extent)):

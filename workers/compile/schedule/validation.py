@@ -5,7 +5,7 @@ from __future__ import annotations
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import Group, reduction_member
 from workers.compile.schedule.staged_matmul import StagedMatmul, plan_staged_matmul
-from workers.compile.schedule.templates import img2col_op, reductions_trail, split_over_blocks
+from workers.compile.schedule.templates import img2col_op, maskable_matmul, reductions_trail, split_over_blocks
 from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
                                             MAX_GRID_X, leaves_partial_tiles)
 from workers.compile.tensor_core import MmaPlan, plan_mma
@@ -43,8 +43,8 @@ def masked_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
     tensor cores) whose threads vectorize their tiles. Emission then vectorizes with the tiles' full sizes
     (vector_sizes), masked where a tile is partial (masked_vector_sizes)."""
     op = facts[g.anchor].info
-    return (op.family == "matmul" and g.producer is None and schedule.vectorize and any(schedule.thread_tile)
-            and schedule.tensor_core == "none" and None not in op.output_loops and len(reduction_extents(op)) == 1
+    return (maskable_matmul(op) and g.producer is None and schedule.vectorize and any(schedule.thread_tile)
+            and schedule.tensor_core == "none"
             and not (schedule.img2col or schedule.split_reduction or schedule.block_reduction
                      or schedule.row_kernel or schedule.promote_shared))
 
