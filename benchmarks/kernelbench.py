@@ -67,6 +67,7 @@ class MeasureRow(JsonRecord):
     max_abs_err: float = 0.0
     device: str = ""
     error: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)  # the GPU child's steps (load, check, ...)
 
 
 def problems(levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
@@ -193,15 +194,21 @@ def compile_all(items: list[tuple[int, Path]], out: Path, again: bool, failed: b
 
 # -- measure (GPU node) -----------------------------------------------------------------------------
 
-def _precompile_peers(jobs: list[Path], workers: int) -> None:
+def _precompile_peers(jobs: list[Path], workers: int) -> list[str]:
     """torch.compile of each problem's model in parallel processes, filling Inductor's cache, so that
-    the sequential timing (one problem at a time on the GPU) spends no minutes compiling."""
-    def one(job: Path) -> None:
-        subprocess.run([sys.executable, "-m", "workers.measure.warm_peer", str(job)], capture_output=True,
-                       timeout=600)
+    the sequential timing (one problem at a time on the GPU) spends no minutes compiling. Returns the
+    problems whose warm-up failed (their timing compiles, or reports torch.compile's error)."""
+    def one(job: Path) -> str:
+        try:
+            done = subprocess.run([sys.executable, "-m", "workers.measure.warm_peer", str(job)],
+                                  capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            return f"{job.name} (600 s)"
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]  # a traceback's verdict
+        return "" if done.returncode == 0 else f"{job.name} (exit {done.returncode}: {last})"
 
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(one, jobs))
+        return [failed for failed in pool.map(one, jobs) if failed]
 
 
 def _measure_one(level: int, problem: Path, out: Path, timeout_s: float) -> MeasureRow:
@@ -211,9 +218,12 @@ def _measure_one(level: int, problem: Path, out: Path, timeout_s: float) -> Meas
     result = measure_iteration(str(job_dir(out, level, problem)), 0, profile=False, timeout_s=timeout_s)
     row = MeasureRow(problem.stem, level, result.status, correct=bool(result.correct),
                      ours_us=_us(result.time), eager_us=_us(result.eager), compiled_us=_us(result.compiled),
-                     max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300])
+                     max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300],
+                     seconds=result.seconds)
+    steps = ", ".join(f"{name} {s:.0f}" for name, s in result.seconds.items())
     print(f"level{level}/{problem.stem}: {row.status}, ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, "
-          f"torch.compile {row.compiled_us:.1f} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+          f"torch.compile {row.compiled_us:.1f} ({time.monotonic() - started:.0f} s: {steps})", file=sys.stderr,
+          flush=True)
     return row
 
 
@@ -250,9 +260,9 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
         if spent(*batch[0]):
             break
         warming = time.monotonic()
-        _precompile_peers([job_dir(out, level, p) for level, p in batch], peer_workers)
-        print(f"torch.compile of {len(batch)} problems in {time.monotonic() - warming:.0f} s", file=sys.stderr,
-              flush=True)
+        failed = _precompile_peers([job_dir(out, level, p) for level, p in batch], peer_workers)
+        print(f"torch.compile of {len(batch)} problems in {time.monotonic() - warming:.0f} s"
+              + (f"; its warm-up failed for {', '.join(failed)}" if failed else ""), file=sys.stderr, flush=True)
         for level, problem in batch:
             if spent(level, problem):
                 return list(rows.values())

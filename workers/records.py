@@ -395,6 +395,7 @@ class MeasureResult(JsonRecord):
     eager: Timing | None = None
     compiled: Timing | None = None  # torch.compile of the same model
     kernels: list[KernelMetrics] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time of the GPU child's steps
 
 
 def warp_can_merge(schedule: OpSchedule) -> bool:

@@ -85,7 +85,7 @@ def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_
 
     outcome = _run_child(job_dir, version, timeout_s)
     result = MeasureResult(version=version, status=outcome.status, error=outcome.error, device=outcome.device,
-                           atol=config.atol, rtol=config.rtol, time=outcome.time)
+                           atol=config.atol, rtol=config.rtol, time=outcome.time, seconds=outcome.seconds)
     if outcome.outputs:
         result.draws = outcome.draws
         result.correct = all(o.passed for o in outcome.outputs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 
 from workers.atomic import write_text
@@ -53,6 +54,8 @@ class RunOutcome(JsonRecord):
     draws: int = 0
     time: Timing | None = None
     reference: Reference | None = None
+    # wall seconds of each step (load, check, time, peers): what a measurement's minute is spent on
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _classify(exc: BaseException) -> str:
@@ -245,13 +248,27 @@ class Runner:
         return ref
 
 
+class Lap:
+    """Records into `seconds` the wall time since the previous lap, under the lap's name."""
+
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds, self.last = seconds, time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(now - self.last, 2)
+        self.last = now
+
+
 def main(argv: list[str]) -> int:
     job_dir, version, result_path = argv[0], int(argv[1]), argv[2]
     once = "--once" in argv
     outcome = RunOutcome(status="error")
     runner = None
+    lap = Lap(outcome.seconds)
     try:
         runner = Runner(job_dir, version)
+        lap("load")
         outcome.device = runner.device
         if once:
             runner.run()
@@ -263,9 +280,12 @@ def main(argv: list[str]) -> int:
             from workers.measure.timing import time_gpu
 
             outcome.outputs, outcome.draws = runner.check(), CORRECTNESS_DRAWS
+            lap("check")
             outcome.status = "ok" if all(o.passed for o in outcome.outputs) else "wrong_result"
             outcome.time = time_gpu(runner.run)
+            lap("time")
             outcome.reference = runner.reference(job_dir)
+            lap("peers")
     except Exception as e:  # every failure is recorded for the parent; the process then exits
         # the first line is CUDA's verdict; torch appends lines of generic debugging advice
         outcome.status, outcome.error = _classify(e), f"{type(e).__name__}: {(str(e).strip() or '?').splitlines()[0][:1000]}"
