@@ -145,6 +145,19 @@ MASKED_VARIANTS = [
 ]
 
 
+# KernelBench's depthwise 3x3 conv (level 1 #82), loops (n, oh, ow, c, kh, kw) over 510 x 510 outputs: v0 takes
+# 5 x 51 blocks of one output per thread (51: 510's divisor nearest 64), warps that straddle output rows
+DEPTHWISE_VARIANTS = [
+    Variant("a row of 255 outputs per block", "conv", {"block_tile": [1, 1, 255, 1], "thread_tile": [0, 1, 1, 0]}),
+    Variant("2 x 102 outputs per block", "conv", {"block_tile": [1, 2, 102, 1], "thread_tile": [0, 1, 1, 0]}),
+    Variant("3 x 170 outputs per block", "conv", {"block_tile": [1, 3, 170, 1], "thread_tile": [0, 1, 1, 0]}),
+    Variant("5 x 102 per block, 2 along a row per thread", "conv",
+            {"block_tile": [1, 5, 102, 1], "thread_tile": [0, 1, 2, 0]}),
+    Variant("10 x 51 per block, 2 rows per thread", "conv",
+            {"block_tile": [1, 10, 51, 1], "thread_tile": [0, 2, 1, 0]}),
+]
+
+
 @dataclass(frozen=True)
 class Sweep:
     model: Path
@@ -179,6 +192,7 @@ SWEEPS = {
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
     "vit_tokens_matmul": Sweep(MODELS / "vit_tokens_matmul.py", MASKED_VARIANTS),
     "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),
+    "depthwise_conv3x3": Sweep(MODELS / "depthwise_conv3x3.py", DEPTHWISE_VARIANTS),
     "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),
     "layernorm": Sweep(ZOO / "layernorm.py", REDUCTION_VARIANTS),
 }
