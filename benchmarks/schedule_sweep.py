@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+KERNELBENCH = REPO.parent / "shared" / "kernelbench"
 sys.path.insert(0, str(REPO))
 
 from benchmarks.perf_targets import MODELS, ZOO, append_record, compiled_versions  # noqa: E402
@@ -145,17 +146,27 @@ MASKED_VARIANTS = [
 ]
 
 
-# KernelBench's depthwise 3x3 conv (level 1 #82), loops (n, oh, ow, c, kh, kw) over 510 x 510 outputs: v0 takes
-# 5 x 51 blocks of one output per thread (51: 510's divisor nearest 64), warps that straddle output rows
+# scalar kernels (one output per thread) over loops whose divisors give no warp multiple: v0 takes 64 threads
+# along x and 4 along y, the last blocks partial (templates.warp_aligned_blocks); the divisor template's blocks
+# against them, on KernelBench's shapes. The depthwise 3x3 conv (level 1 #82), loops (n, oh, ow, c, kh, kw)
+# over 510 x 510 outputs
 DEPTHWISE_VARIANTS = [
+    Variant("the divisor template: 5 x 51 blocks", "conv", {"block_tile": [1, 5, 51, 1]}),
     Variant("a row of 255 outputs per block", "conv", {"block_tile": [1, 1, 255, 1], "thread_tile": [0, 1, 1, 0]}),
-    Variant("2 x 102 outputs per block", "conv", {"block_tile": [1, 2, 102, 1], "thread_tile": [0, 1, 1, 0]}),
-    Variant("3 x 170 outputs per block", "conv", {"block_tile": [1, 3, 170, 1], "thread_tile": [0, 1, 1, 0]}),
     Variant("5 x 102 per block, 2 along a row per thread", "conv",
             {"block_tile": [1, 5, 102, 1], "thread_tile": [0, 1, 2, 0]}),
     Variant("10 x 51 per block, 2 rows per thread", "conv",
             {"block_tile": [1, 10, 51, 1], "thread_tile": [0, 2, 1, 0]}),
 ]
+# max pooling 4x4 over 512 x 512 padded by 1 (level 1 #42): the padded input's fill over 514 x 514, the
+# pooling over 511 x 511
+POOLING_VARIANTS = [
+    Variant("the divisor template's pooling: 73 wide", "pooling", {"block_tile": [1, 1, 1, 73]}),
+    Variant("the divisor template's fill: 2 x 2 x 64 channels", "fill",
+            {"block_tile": [1, 0, 2, 2], "thread_tile": [0, 1, 1, 1]}),
+]
+# a sum over the middle dim of 128 x 4096 x 4095 (level 1 #47): a thread per output, 63 of them along x
+MIDDLE_SUM_VARIANTS = [Variant("the divisor template: 4 x 63 blocks", "reduction", {"block_tile": [4, 0, 63]})]
 
 
 @dataclass(frozen=True)
@@ -193,6 +204,8 @@ SWEEPS = {
     "vit_tokens_matmul": Sweep(MODELS / "vit_tokens_matmul.py", MASKED_VARIANTS),
     "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),
     "depthwise_conv3x3": Sweep(MODELS / "depthwise_conv3x3.py", DEPTHWISE_VARIANTS),
+    "max_pool2d": Sweep(KERNELBENCH / "level1" / "42_Max_Pooling_2D.py", POOLING_VARIANTS),
+    "middle_sum": Sweep(KERNELBENCH / "level1" / "47_Sum_reduction_over_a_dimension.py", MIDDLE_SUM_VARIANTS),
     "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),
     "layernorm": Sweep(ZOO / "layernorm.py", REDUCTION_VARIANTS),
 }

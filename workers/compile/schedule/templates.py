@@ -159,6 +159,33 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread, vectorize=vector > 1)
 
 
+# x threads of a scalar kernel (one output per thread) whose loop's divisors give none that is a multiple of a
+# warp (51 of 510, 73 of 511, 2 of 514): the last block takes the loop's remainder (validation.scalar_partial_tiles)
+ALIGNED_X_THREADS = 64
+
+
+def warp_aligned_blocks(schedule: OpSchedule, op: OpInfo) -> OpSchedule | None:
+    """`schedule` (default_op_schedule's, one output per thread, nothing vectorized) with ALIGNED_X_THREADS
+    threads along x and the rest of TARGET_THREADS along y, the last block of either loop partial, where the
+    divisor template's x threads are not a multiple of a warp on a loop longer than ALIGNED_X_THREADS: warps
+    then start at a row's block boundary, and no block leaves a warp mostly idle. None where it keeps its tiles."""
+    inner = [d for d, t in enumerate(schedule.thread_tile) if t]
+    if schedule.vectorize or not inner or any(schedule.thread_tile[d] != 1 for d in inner):
+        return None
+    x = inner[-1]
+    extent = op.loop_ranges[x]
+    if extent <= ALIGNED_X_THREADS or (schedule.block_tile[x] or extent) % WARP_SIZE == 0:
+        return None
+    block, thread = list(schedule.block_tile), list(schedule.thread_tile)
+    block[x] = ALIGNED_X_THREADS
+    if len(inner) >= 2:
+        y, budget = inner[-2], TARGET_THREADS // ALIGNED_X_THREADS
+        block[y] = budget if op.loop_ranges[y] > budget else 0
+    for z in inner[:-2]:  # the third thread loop of a block that was under a warp: one index per block now
+        block[z], thread[z] = 1, 0
+    return OpSchedule(op_index=op.index, family=schedule.family, block_tile=block, thread_tile=thread)
+
+
 # 128-bit vectors an elementwise thread loads (and stores): two loads in flight
 # per thread, the elementwise chain 1.07x over one (131.1 vs 139.9 us on the H200, the loop's v1 in
 # benchmarks/results/loop_h200.md 2026-12-04 06:07)

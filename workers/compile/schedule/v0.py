@@ -12,9 +12,10 @@ from workers.compile.schedule.grouping import (Group, plan_groups, ROW_LOOPS, ro
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_img2col, default_op_schedule,
                                                 transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
-                                                maskable_matmul, partial_matmul_schedule,
+                                                maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
                                                 row_kernel_threads, block_reduction_threads)
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, leaves_partial_tiles
+from workers.compile.schedule.validation import scalar_partial_tiles
 from workers.compile.tensor_core import plan_mma
 from workers.records import OpInfo, OpSchedule, ScheduleParams, default_split_factor, reduction_extents, warp_can_merge
 from workers.target import Target, target
@@ -37,6 +38,9 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
             schedule.reduction_tile = largest_divisor_at_most(schedule.split_reduction, MERGE_LOADS)
             schedule.vectorize = True
         return schedule
+    aligned = warp_aligned_blocks(schedule, facts[g.anchor].info) if family != "matmul" else None
+    if aligned is not None and scalar_partial_tiles(aligned, g, facts):
+        return aligned
     if family == "matmul":
         mma = tensor_core_schedule(g, facts, precision, target)
         if mma is not None:

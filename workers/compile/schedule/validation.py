@@ -49,6 +49,20 @@ def masked_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
                      or schedule.row_kernel or schedule.promote_shared))
 
 
+def scalar_partial_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> bool:
+    """Whether the kernel may take a last block that a loop's extent fills only in part with scalar code: one
+    output per thread (each thread's tile then holds one element or none), no fused producer, at most one
+    fill and nothing staged, split or vectorized, so that no thread needs scratch of the tile's (dynamic)
+    size. A fused fill writes the output tile in place; an argmin's pair of accumulators (a reduction that does
+    not fold into one) would be scratch."""
+    anchor = facts[g.anchor]
+    return (g.producer is None and len(g.fills) <= 1 and not schedule.vectorize
+            and (anchor.splittable or "reduction" not in anchor.info.iterator_types) and set(schedule.thread_tile) <= {0, 1}
+            and any(schedule.thread_tile) and schedule.tensor_core == "none"
+            and not (schedule.img2col or schedule.split_reduction or schedule.block_reduction
+                     or schedule.row_kernel or schedule.promote_shared))
+
+
 def masked_vector_sizes(schedule: OpSchedule, op: OpInfo) -> list[int] | None:
     """The vector sizes of a masked_tiles kernel's thread-level op (per loop: its thread tile, else its block
     tile, else its extent; the K loop's step), where some tile is partial; None where every tile divides its
@@ -106,7 +120,8 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
         if op.iterator_types[d] == "reduction" and (b or t):
             raise ScheduleError(f"op {op.index}: loop {d} is a reduction; a parallel forall over it is a data race")
     masked = masked_tiles(schedule, g, facts)
-    if error := tile_error(schedule.block_tile, schedule.thread_tile, op, partial=masked):
+    if error := tile_error(schedule.block_tile, schedule.thread_tile, op,
+                           partial=masked or scalar_partial_tiles(schedule, g, facts)):
         raise ScheduleError(f"op {op.index}: {error}")
     member = reduction_member(g, facts)
     # (an img2col kernel's K is its gather's, checked above; a split's reduction_tile is its merge's)
