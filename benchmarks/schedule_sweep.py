@@ -165,8 +165,6 @@ POOLING_VARIANTS = [
     Variant("the divisor template's fill: 2 x 2 x 64 channels", "fill",
             {"block_tile": [1, 0, 2, 2], "thread_tile": [0, 1, 1, 1]}),
 ]
-# a sum over the middle dim of 128 x 4096 x 4095 (level 1 #47): a thread per output, 63 of them along x
-MIDDLE_SUM_VARIANTS = [Variant("the divisor template: 4 x 63 blocks", "reduction", {"block_tile": [4, 0, 63]})]
 
 
 @dataclass(frozen=True)
@@ -205,7 +203,6 @@ SWEEPS = {
     "conv3x3_resnet": Sweep(MODELS / "conv3x3_resnet.py", IMG2COL_VARIANTS),
     "depthwise_conv3x3": Sweep(MODELS / "depthwise_conv3x3.py", DEPTHWISE_VARIANTS),
     "max_pool2d": Sweep(KERNELBENCH / "level1" / "42_Max_Pooling_2D.py", POOLING_VARIANTS),
-    "middle_sum": Sweep(KERNELBENCH / "level1" / "47_Sum_reduction_over_a_dimension.py", MIDDLE_SUM_VARIANTS),
     "softmax": Sweep(ZOO / "softmax.py", REDUCTION_VARIANTS),
     "layernorm": Sweep(ZOO / "layernorm.py", REDUCTION_VARIANTS),
 }

@@ -159,22 +159,31 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread, vectorize=vector > 1)
 
 
-# x threads of a scalar kernel (one output per thread) whose loop's divisors give none that is a multiple of a
-# warp (51 of 510, 73 of 511, 2 of 514): the last block takes the loop's remainder (validation.scalar_partial_tiles)
+# x threads of a scalar kernel (one output per thread) where the divisor template's leave over a tenth of its
+# warps' lanes idle (51 of 510, 73 of 511, 2 of 514): the last block takes the loop's remainder
+# (validation.scalar_partial_tiles)
 ALIGNED_X_THREADS = 64
+MIN_LANES_BUSY = 0.9
+
+
+def lanes_busy(threads: int, extent: int) -> float:
+    """The share of the lanes of the warps along a loop of `extent` that blocks of `threads` along it use."""
+    blocks = math.ceil(extent / threads)
+    return extent / (blocks * math.ceil(threads / WARP_SIZE) * WARP_SIZE)
 
 
 def warp_aligned_blocks(schedule: OpSchedule, op: OpInfo) -> OpSchedule | None:
     """`schedule` (default_op_schedule's, one output per thread, nothing vectorized) with ALIGNED_X_THREADS
     threads along x and the rest of TARGET_THREADS along y, the last block of either loop partial, where the
-    divisor template's x threads are not a multiple of a warp on a loop longer than ALIGNED_X_THREADS: warps
-    then start at a row's block boundary, and no block leaves a warp mostly idle. None where it keeps its tiles."""
+    divisor template's x threads leave more lanes idle than MIN_LANES_BUSY allows and these fewer. None where
+    it keeps its tiles."""
     inner = [d for d, t in enumerate(schedule.thread_tile) if t]
     if schedule.vectorize or not inner or any(schedule.thread_tile[d] != 1 for d in inner):
         return None
     x = inner[-1]
     extent = op.loop_ranges[x]
-    if extent <= ALIGNED_X_THREADS or (schedule.block_tile[x] or extent) % WARP_SIZE == 0:
+    busy = lanes_busy(schedule.block_tile[x] or extent, extent)
+    if busy >= MIN_LANES_BUSY or lanes_busy(ALIGNED_X_THREADS, extent) <= busy:
         return None
     block, thread = list(schedule.block_tile), list(schedule.thread_tile)
     block[x] = ALIGNED_X_THREADS
