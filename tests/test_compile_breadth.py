@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from workers.compile import compile_iteration, initial_params, mlir
+from workers.compile import apply_edit, compile_iteration, initial_params, mlir
 from workers.compile.passes import collapse_reduction_loops, reduce_in_stages, registry
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded,
                               masked_fill_decomposition, scatter_decomposition)
 from workers.measure.gpu_run import OutputError, worst_of_draws
-from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleParams
+from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
 
 BREADTH = Path(__file__).parent / "data" / "breadth"
 
@@ -297,6 +297,41 @@ def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges
     ptx = (job / "v0" / "kernels.ptx").read_text()
     assert ".local" not in ptx and "malloc" not in ptx
     assert ("fma.rn.f32" in ptx) != masked_k  # a masked K step multiplies, selects and adds
+
+
+def test_scalar_kernels_over_rows_without_a_warp_multiple_divisor_take_aligned_blocks_the_last_partial(tmp_path):
+    """Rows of 511 pooled outputs and of the 514 of the pooling's padded input: the divisor template gave 73
+    threads along the first (3 warps, a quarter of their lanes idle) and 2 x 2 x 4 channels per block to the
+    second. v0 takes 64 x 4 threads
+    per block, the grid covering each loop once, its last block partial, with no per-thread scratch. The
+    copy into the padded input, with the conv fused into it as its producer, keeps tiles that divide its loops
+    (a partial tile of the conv's result would need scratch of dynamic size)."""
+    job, params, config = compiled(tmp_path, "odd_maps")
+    kernels = dict(zip(compile_result(job).kernel_ops, config.launches))
+    for family in ("pooling", "fill"):
+        (s,) = [s for s in params.ops if s.family == family]
+        op = _op(job, s.op_index)
+        assert s.block_tile[2:4] == [4, 64] and s.thread_tile[2:4] == [1, 1] and not s.vectorize, s
+        assert op.loop_ranges[3] % 64  # a partial last block along each row
+        launch = kernels[s.op_index]
+        assert launch.block == [64, 4, 1]
+        assert math.prod(launch.grid) == math.prod(math.ceil(r / b) for r, b in zip(op.loop_ranges, s.block_tile) if b)
+    (copy,) = [s for s in params.ops if _op(job, s.op_index).name == "linalg.copy"]
+    assert not any(b and r % b for b, r in zip(copy.block_tile, _op(job, copy.op_index).loop_ranges)), copy
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert ".local" not in ptx and "malloc" not in ptx
+
+
+def test_partial_scalar_tiles_are_refused_where_a_thread_would_need_scratch(tmp_path):
+    """The copy's conv fused as its producer: a partial last block would give a thread's tile of the conv's
+    result a dynamic size, so the compile stage refuses it with the reason."""
+    job = tmp_path / "odd_maps"
+    lower_model(str(BREADTH / "odd_maps.py"), str(job))
+    params = initial_params(str(job))
+    (copy,) = [s for s in params.ops if _op(job, s.op_index).name == "linalg.copy"]
+    partial = apply_edit(params, ScheduleEdit(copy.op_index, "block_tile", [1, 1, 3, 96]))
+    result = compile_iteration(str(job), 1, partial)
+    assert not result.ok and result.stage == "schedule" and "not divided evenly" in result.error, result.error
 
 
 def test_a_loss_to_one_value_merges_its_partials_in_a_block(tmp_path):
