@@ -1,7 +1,8 @@
 """Hypothesis families -> one concrete ScheduleEdit each (or None where the family does not apply).
 
-Every edit keeps the schedule valid for the compile stage: tiles keep dividing the loop extents,
-thread counts stay within guide.json's bounds (`edits`).
+Every edit keeps the schedule valid for the compile stage: tiles keep dividing the loop extents (or, in a
+kernel that already takes partial last blocks with one output per thread, stay scalar), thread counts stay
+within guide.json's bounds (`edits`).
 """
 from __future__ import annotations
 
@@ -24,9 +25,13 @@ def _threads(block: list[int], thread: list[int], op: OpInfo) -> int:
     return math.prod(math.ceil((b or r) / t) for b, t, r in zip(block, thread, op.loop_ranges) if t)
 
 
-def _valid(block: list[int], thread: list[int], op: OpInfo) -> bool:
-    """Tiles the compile stage takes (tile_error) within guide.json's thread bounds."""
-    return tile_error(block, thread, op) is None and \
+def _valid(block: list[int], thread: list[int], op: OpInfo, s: OpSchedule) -> bool:
+    """Tiles the compile stage takes (tile_error) within guide.json's thread bounds. Partial last blocks only
+    where the kernel `s` already has them (the compile stage took them for its group: no fused producer
+    needing scratch) and the threads keep one output each (validation.scalar_partial_tiles)."""
+    partial = any(b and r % b for b, r in zip(s.block_tile, op.loop_ranges)) and set(thread) <= {0, 1} \
+        and not s.vectorize
+    return tile_error(block, thread, op, partial=partial) is None and \
         _bound("min_threads") <= _threads(block, thread, op) <= _bound("max_threads")
 
 
@@ -42,7 +47,7 @@ def halve_block_tile(s: OpSchedule, op: OpInfo) -> ScheduleEdit | None:
         if extent % 2 == 0 and extent // 2 >= max(s.thread_tile[d], 1):
             block = list(s.block_tile)
             block[d] = extent // 2
-            if _valid(block, s.thread_tile, op):
+            if _valid(block, s.thread_tile, op, s):
                 return ScheduleEdit(s.op_index, "block_tile", block)
     return None
 
@@ -55,7 +60,7 @@ def _scale_thread_tile(s: OpSchedule, op: OpInfo, factor: float) -> ScheduleEdit
         if new >= 1 and new == int(new):
             thread = list(s.thread_tile)
             thread[d] = int(new)
-            if _valid(s.block_tile, thread, op):
+            if _valid(s.block_tile, thread, op, s):
                 return ScheduleEdit(s.op_index, "thread_tile", thread)
     return None
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
 from workers.compile.passes import collapse_reduction_loops, reduce_in_stages, registry
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
@@ -18,6 +19,7 @@ from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_
                               masked_fill_decomposition, scatter_decomposition)
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
+from workers.target import target
 
 BREADTH = Path(__file__).parent / "data" / "breadth"
 
@@ -332,6 +334,21 @@ def test_partial_scalar_tiles_are_refused_where_a_thread_would_need_scratch(tmp_
     partial = apply_edit(params, ScheduleEdit(copy.op_index, "block_tile", [1, 1, 3, 96]))
     result = compile_iteration(str(job), 1, partial)
     assert not result.ok and result.stage == "schedule" and "not divided evenly" in result.error, result.error
+
+
+def test_the_advisors_tile_edits_of_a_kernel_with_partial_blocks_compile(tmp_path):
+    """The pooling's 64 x 4 blocks (partial along both loops): more_blocks halves a block tile and the kernel
+    compiles; a register tile of 2 (no longer one output per thread) is not offered, as the compile stage
+    would refuse it."""
+    job, params, _ = compiled(tmp_path, "odd_maps")
+    (pool,) = [s for s in params.ops if s.family == "pooling"]
+    op = _op(job, pool.op_index)
+    edit = GENERATORS["halve_block_tile"](pool, op, True, target(params.chip))
+    assert edit is not None and edit.field == "block_tile"
+    assert any(b and r % b for b, r in zip(edit.value, op.loop_ranges))  # still partial
+    result = compile_iteration(str(job), 1, apply_edit(params, edit))
+    assert result.ok, result.error
+    assert GENERATORS["double_thread_tile"](pool, op, True, target(params.chip)) is None
 
 
 def test_a_loss_to_one_value_merges_its_partials_in_a_block(tmp_path):
