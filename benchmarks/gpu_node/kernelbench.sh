@@ -1,11 +1,11 @@
 # On a GPU node: the KernelBench harness's measure step (benchmarks/kernelbench.py measure) on the problems
 # compiled on a CPU machine and packed there (`kernelbench.py pack --out DIR`). Carry .gpu-bundle/site.tar.xz,
-# .whl and .kb-carry/. The table and the rows come back under $OUT.
+# .whl and .kb-carry/ (every archive there is unpacked). The table and the rows come back under $OUT.
 #   bash benchmarks/gpu_node/kernelbench.sh DIR [kernelbench.py measure options, e.g. --level 1]
 [ $# -ge 1 ] || { echo "usage: kernelbench.sh DIR [measure options]" >&2; exit 2; }
 set -e
 source benchmarks/gpu_node/env.sh
-tar xJf .kb-carry/jobs.tar.xz
+for archive in .kb-carry/*.tar.xz; do tar xJf "$archive"; done
 set +e
 dir=$1
 shift
