@@ -351,6 +351,24 @@ def test_the_advisors_tile_edits_of_a_kernel_with_partial_blocks_compile(tmp_pat
     assert GENERATORS["double_thread_tile"](pool, op, True, target(params.chip)) is None
 
 
+def test_a_transposed_conv_and_a_padded_conv_run_through_img2col_with_register_tiles(tmp_path):
+    """Both convs of padded_convs took one output per thread: the transposed one because its 34 x 34 pixels
+    are no multiple of 64 (the matmul template's register tiles), the padded one because the copy into its
+    padded input was fused into it (img2col fuses no producer). Now each is an img2col matmul of 8 channels x
+    2 pixels per thread (a run aligned to the 34-pixel rows), K steps of 9; the padding copies and the flipped
+    weights are kernels of their own."""
+    job, params, config = compiled(tmp_path, "padded_convs")
+    convs = [s for s in params.ops if _op(job, s.op_index).name == "linalg.conv_2d_nchw_fchw"]
+    assert len(convs) == 2
+    for conv in convs:
+        assert conv.img2col and conv.vectorize and conv.reduction_tile == 9, conv
+        assert conv.thread_tile[1:3] == [8, 2], conv
+        assert 34 % conv.thread_tile[2] == 0 and conv.block_tile[2] % 34 == 0  # whole rows per block
+    assert len({_op(job, s.op_index).name for s in params.ops} & {"linalg.copy", "linalg.generic"}) == 2
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert ".local" not in ptx and "malloc" not in ptx
+
+
 def test_a_loss_to_one_value_merges_its_partials_in_a_block(tmp_path):
     """An MSE over 2^20 elements keeps its split (one output: a block per output would leave the GPU idle),
     and its partials are merged by a block of threads (a warp's shuffles last), not by one thread."""

@@ -374,6 +374,8 @@ def img2col_schedule(conv: OpInfo) -> OpSchedule:
     op = img2col_op(conv)
     schedule = default_op_schedule(op, "matmul")
     schedule.img2col = True
+    if not any(t > 1 for t in schedule.thread_tile):  # pixels not a multiple of 64: one output per thread
+        return _aligned_register_tiles(op) or schedule
     alignments = {d: extents for d, extents in enumerate(op.tile_alignments) if extents}
     channel = next(d for d in range(1, len(op.loop_ranges))
                    if op.iterator_types[d] == "parallel" and d not in alignments)
@@ -398,6 +400,41 @@ def img2col_schedule(conv: OpInfo) -> OpSchedule:
             schedule.block_tile[d] = _nearest_aligned(op.loop_ranges[d], schedule.block_tile[d], extents,
                                                       multiple_of=thread or 1)
     return schedule
+
+
+IMG2COL_CHANNELS_PER_BLOCK = 64
+
+
+def _aligned_register_tiles(op: OpInfo) -> OpSchedule | None:
+    """img2col's tiles built directly where the matmul template gives one output per thread (the pixels of a
+    transposed conv's 1026 x 1026 output are no multiple of 64): IMG2COL_CHANNELS_PER_THREAD channels x the
+    longest run of pixels up to IMG2COL_PIXELS_PER_THREAD that the gather's alignment takes, blocks near
+    IMG2COL_PIXELS_PER_BLOCK pixels and of up to IMG2COL_CHANNELS_PER_BLOCK channels (fewer where the pixels
+    take most of TARGET_THREADS), K steps near V0_REDUCTION_TILE; None where the channels take no register
+    tile or the block is under a warp or over MAX_THREADS."""
+    alignments = {d: extents for d, extents in enumerate(op.tile_alignments) if extents}
+    ranges = op.loop_ranges
+    (pixels,) = [d for d in alignments if op.iterator_types[d] == "parallel"]
+    (k,) = [d for d, it in enumerate(op.iterator_types) if it == "reduction"]
+    channel = next(d for d in range(1, len(ranges)) if op.iterator_types[d] == "parallel" and d not in alignments)
+    if ranges[channel] % IMG2COL_CHANNELS_PER_THREAD:
+        return None
+    block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(ranges, op.iterator_types)]
+    thread = [0] * len(ranges)
+    thread[pixels] = max(t for t in range(1, IMG2COL_PIXELS_PER_THREAD + 1)
+                         if ranges[pixels] % t == 0 and img2col_aligned(t, alignments[pixels]))
+    block[pixels] = _nearest_aligned(ranges[pixels], IMG2COL_PIXELS_PER_BLOCK, alignments[pixels],
+                                     multiple_of=thread[pixels])
+    pixel_threads = block[pixels] // thread[pixels]  # a row of 254 pixels, 2 each: 127
+    thread[channel] = IMG2COL_CHANNELS_PER_THREAD
+    block[channel] = IMG2COL_CHANNELS_PER_THREAD * largest_divisor_at_most(
+        ranges[channel] // IMG2COL_CHANNELS_PER_THREAD,
+        min(IMG2COL_CHANNELS_PER_BLOCK // IMG2COL_CHANNELS_PER_THREAD, max(TARGET_THREADS // pixel_threads, 1)))
+    if not WARP_SIZE <= pixel_threads * block[channel] // IMG2COL_CHANNELS_PER_THREAD <= MAX_THREADS:
+        return None
+    block = [0 if b >= r else b for b, r in zip(block, ranges)]
+    return OpSchedule(op_index=op.index, family="matmul", block_tile=block, thread_tile=thread, img2col=True,
+                      reduction_tile=_nearest_aligned(ranges[k], V0_REDUCTION_TILE, alignments[k]), vectorize=True)
 
 
 def _nearest_aligned(extent: int, want: int, extents: list[int], multiple_of: int = 1) -> int:

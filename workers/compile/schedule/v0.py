@@ -23,8 +23,9 @@ from workers.target import Target, target
 
 def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, target: Target) -> OpSchedule:
     family = group_family(g, facts)
-    if g.producer is None and wants_img2col(facts[g.anchor].info):
-        return img2col_schedule(facts[g.anchor].info)
+    if wants_img2col(facts[g.anchor].info):
+        # a producer (a transposed conv's flipped weights) gets a kernel of its own: img2col fuses none
+        return dataclasses.replace(img2col_schedule(facts[g.anchor].info), fuse_producers=g.producer is None)
     if g.producer is None and (transpose := transpose_schedule(facts[g.anchor].info)):
         return transpose
     schedule = default_op_schedule(facts[g.anchor].info, family)
