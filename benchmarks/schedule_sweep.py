@@ -146,20 +146,19 @@ MASKED_VARIANTS = [
 ]
 
 
-# scalar kernels (one output per thread) over loops whose divisors give no warp multiple: v0 takes 64 threads
-# along x and 4 along y, the last blocks partial (templates.warp_aligned_blocks); the divisor template's blocks
-# against them, on KernelBench's shapes. The depthwise 3x3 conv (level 1 #82), loops (n, oh, ow, c, kh, kw)
-# over 510 x 510 outputs
+# scalar kernels (one output per thread): the divisor template's blocks against 64 x 4 threads, the last blocks
+# partial (templates.warp_aligned_blocks), on KernelBench's shapes. The depthwise 3x3 conv (level 1 #82), loops
+# (n, oh, ow, c, kh, kw) over 510 x 510 outputs: v0 keeps 5 x 51 (255 of 256 lanes busy)
 DEPTHWISE_VARIANTS = [
-    Variant("the divisor template: 5 x 51 blocks", "conv", {"block_tile": [1, 5, 51, 1]}),
+    Variant("64 x 4 per block, the last partial", "conv", {"block_tile": [1, 4, 64, 1]}),
     Variant("a row of 255 outputs per block", "conv", {"block_tile": [1, 1, 255, 1], "thread_tile": [0, 1, 1, 0]}),
     Variant("5 x 102 per block, 2 along a row per thread", "conv",
             {"block_tile": [1, 5, 102, 1], "thread_tile": [0, 1, 2, 0]}),
     Variant("10 x 51 per block, 2 rows per thread", "conv",
             {"block_tile": [1, 10, 51, 1], "thread_tile": [0, 2, 1, 0]}),
 ]
-# max pooling 4x4 over 512 x 512 padded by 1 (level 1 #42): the padded input's fill over 514 x 514, the
-# pooling over 511 x 511
+# max pooling 4x4 over 512 x 512 padded by 1 (level 1 #42): v0 takes 64 x 4 for the pooling over 511 x 511
+# (73 threads, 3 warps, before) and the padded input's fill over 514 x 514 (2 x 2 x 64 channels before)
 POOLING_VARIANTS = [
     Variant("the divisor template's pooling: 73 wide", "pooling", {"block_tile": [1, 1, 1, 73]}),
     Variant("the divisor template's fill: 2 x 2 x 64 channels", "fill",

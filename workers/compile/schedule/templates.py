@@ -159,31 +159,40 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=thread, vectorize=vector > 1)
 
 
-# x threads of a scalar kernel (one output per thread) where the divisor template's leave over a tenth of its
-# warps' lanes idle (51 of 510, 73 of 511, 2 of 514): the last block takes the loop's remainder
-# (validation.scalar_partial_tiles)
+# a scalar kernel (one output per thread) whose divisor tiles leave over a tenth of its warps' lanes idle (73
+# threads along 511 pooled outputs: 3 warps) or give each warp runs of under MIN_CONTIGUOUS_RUN neighbouring
+# elements (2 along a padded row of 514, 64 channels in z) takes ALIGNED_X_THREADS along x instead, its last
+# block partial (validation.scalar_partial_tiles). A block's threads form warps in order (x fastest): 51 x 5
+# threads keep 255 of 256 lanes busy, each warp in at most two runs of a row
 ALIGNED_X_THREADS = 64
 MIN_LANES_BUSY = 0.9
+MIN_CONTIGUOUS_RUN = 16
 
 
-def lanes_busy(threads: int, extent: int) -> float:
-    """The share of the lanes of the warps along a loop of `extent` that blocks of `threads` along it use."""
-    blocks = math.ceil(extent / threads)
-    return extent / (blocks * math.ceil(threads / WARP_SIZE) * WARP_SIZE)
+def lanes_busy(block: list[int], x: int, extent: int) -> float:
+    """The share of the lanes launched for a block of `block` threads (per thread loop, x its last) that have
+    an element of the x loop of `extent` to compute, its last block partial where x threads do not divide it."""
+    threads = math.prod(block)
+    return threads / (math.ceil(threads / WARP_SIZE) * WARP_SIZE) * extent / (math.ceil(extent / x) * x)
 
 
 def warp_aligned_blocks(schedule: OpSchedule, op: OpInfo) -> OpSchedule | None:
     """`schedule` (default_op_schedule's, one output per thread, nothing vectorized) with ALIGNED_X_THREADS
     threads along x and the rest of TARGET_THREADS along y, the last block of either loop partial, where the
-    divisor template's x threads leave more lanes idle than MIN_LANES_BUSY allows and these fewer. None where
-    it keeps its tiles."""
+    divisor template's threads leave more lanes idle than MIN_LANES_BUSY allows (and the aligned ones fewer) or
+    read runs shorter than MIN_CONTIGUOUS_RUN. None where it keeps its tiles."""
     inner = [d for d, t in enumerate(schedule.thread_tile) if t]
     if schedule.vectorize or not inner or any(schedule.thread_tile[d] != 1 for d in inner):
         return None
     x = inner[-1]
     extent = op.loop_ranges[x]
-    busy = lanes_busy(schedule.block_tile[x] or extent, extent)
-    if busy >= MIN_LANES_BUSY or lanes_busy(ALIGNED_X_THREADS, extent) <= busy:
+    threads = [schedule.block_tile[d] or op.loop_ranges[d] for d in inner]
+    busy = lanes_busy(threads, threads[-1], extent)
+    run = threads[-1] if threads[-1] < extent else math.prod(threads[-2:])  # whole rows follow one another
+    aligned = [min(TARGET_THREADS // ALIGNED_X_THREADS, op.loop_ranges[inner[-2]]) if len(inner) > 1 else 1,
+               ALIGNED_X_THREADS]
+    idle = busy < MIN_LANES_BUSY and lanes_busy(aligned, ALIGNED_X_THREADS, extent) > busy
+    if extent <= ALIGNED_X_THREADS or not (idle or run < MIN_CONTIGUOUS_RUN):
         return None
     block, thread = list(schedule.block_tile), list(schedule.thread_tile)
     block[x] = ALIGNED_X_THREADS
