@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from workers.jsonrecord import JsonRecord  # noqa: E402
+from workers.layout import LINALG_FILE, MODEL_INFO_FILE  # noqa: E402
 
 SUITE = REPO.parent / "shared" / "kernelbench"
 LEVELS = (1, 2, 3)
@@ -113,21 +114,28 @@ def first_error_line(message: str) -> str:
 
 # -- compile (CPU) ---------------------------------------------------------------------------------
 
+def lowered(job: Path) -> bool:
+    """Whether the job folder holds a finished lowering (the frontend writes model_info.json last)."""
+    return (job / LINALG_FILE).exists() and (job / MODEL_INFO_FILE).exists()
+
+
 def compile_problem(level: int, problem: Path, job: Path) -> CompileRow:
-    """Lower and compile v0 of one problem, in this process (the child of compile_in_child)."""
+    """Lower (unless the job folder holds its lowering) and compile v0 of one problem, in this process (the
+    child of compile_in_child)."""
     from workers.compile import compile_iteration, initial_params
     from workers.compile.schedule import ScheduleError
     from workers.frontend import FrontendError, lower_model_bounded
 
     row = CompileRow(problem.stem, level, ok=False, stage="frontend")
     started = time.perf_counter()
-    try:
-        lower_model_bounded(str(problem), str(job))
-    except FrontendError as e:
-        row.reason = str(e)
-        row.error = first_error_line(row.reason)
-        return row
-    row.lower_s = round(time.perf_counter() - started, 1)
+    if not lowered(job):
+        try:
+            lower_model_bounded(str(problem), str(job))
+        except FrontendError as e:
+            row.reason = str(e)
+            row.error = first_error_line(row.reason)
+            return row
+        row.lower_s = round(time.perf_counter() - started, 1)
     started = time.perf_counter()
     try:
         params = initial_params(str(job))
@@ -143,12 +151,14 @@ def compile_problem(level: int, problem: Path, job: Path) -> CompileRow:
     return row
 
 
-def compile_in_child(level: int, problem: Path, out: Path, limit_s: float) -> CompileRow:
-    """compile_problem in a child process held to `limit_s` and COMPILE_MEMORY_GB; its row, recorded."""
+def compile_in_child(level: int, problem: Path, out: Path, limit_s: float, keep_lowering: bool = False) -> CompileRow:
+    """compile_problem in a child process held to `limit_s` and COMPILE_MEMORY_GB; its row, recorded.
+    `keep_lowering`: a job folder's finished lowering is kept, v0 alone compiled anew."""
     from workers.process import MemoryLimitExceeded, run_in_group
 
     job = job_dir(out, level, problem)
-    shutil.rmtree(job, ignore_errors=True)  # a fresh lowering and v0: compile_iteration keeps a recorded v0
+    # a fresh v0 (compile_iteration keeps a recorded one), on a fresh lowering unless it is kept
+    shutil.rmtree(job / "v0" if keep_lowering and lowered(job) else job, ignore_errors=True)
     job.parent.mkdir(parents=True, exist_ok=True)
     path = row_path(out, level, problem, "compile")
     cmd = [sys.executable, __file__, "_compile_one", str(level), str(problem), str(job), str(path)]
@@ -168,7 +178,7 @@ def compile_in_child(level: int, problem: Path, out: Path, limit_s: float) -> Co
 
 
 def compile_all(items: list[tuple[int, Path]], out: Path, again: bool, failed: bool, jobs: int,
-                limit_s: float) -> list[CompileRow]:
+                limit_s: float, keep_lowering: bool = False) -> list[CompileRow]:
     def redo(level: int, p: Path) -> bool:
         path = row_path(out, level, p, "compile")
         return again or not path.exists() or failed and not CompileRow.from_json(path.read_text()).ok
@@ -181,7 +191,7 @@ def compile_all(items: list[tuple[int, Path]], out: Path, again: bool, failed: b
 
     def one(item: tuple[int, Path]) -> CompileRow:
         level, problem = item
-        row = compile_in_child(level, problem, out, limit_s)
+        row = compile_in_child(level, problem, out, limit_s, keep_lowering)
         verdict = "compiled" if row.ok else f"FAILED at {row.stage}: {row.error}"
         print(f"level{level}/{problem.stem}: {verdict} ({row.lower_s + row.compile_s:.0f} s)", file=sys.stderr,
               flush=True)
@@ -408,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
         if name in ("compile", "measure"):
             p.add_argument("--again", action="store_true", help="redo problems that have a recorded row")
     sub.choices["compile"].add_argument("--failed", action="store_true", help="redo the problems that failed")
+    sub.choices["compile"].add_argument("--keep-lowering", action="store_true",
+                                        help="with --again or --failed: keep each job folder's lowering and compile "
+                                             "v0 anew (after a change to the compile stage: minutes, not hours)")
     sub.choices["compile"].add_argument("--jobs", type=int, default=2, help="problems compiled at once (2)")
     sub.choices["compile"].add_argument("--limit", type=float, default=COMPILE_LIMIT_S,
                                         help=f"seconds per problem, lowering included ({COMPILE_LIMIT_S})")
@@ -428,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     if not items:
         parser.error(f"no problems found in {where}")
     if args.command == "compile":
-        rows = compile_all(items, args.out, args.again, args.failed, args.jobs, args.limit)
+        rows = compile_all(items, args.out, args.again, args.failed, args.jobs, args.limit, args.keep_lowering)
         table, device = compile_table(rows), "CPU machine (ptxas -arch=sm_90a judges the PTX)"
         title = "v0 compiles (CPU)"
     elif args.command == "pack":

@@ -47,6 +47,25 @@ def test_compile_records_a_row_per_problem_resumes_and_packs_what_a_gpu_node_nee
         assert {"kb/level0/mse_loss.measure.json", "kb/level0/mse_loss/reference_timing.json"} <= set(tar.getnames())
 
 
+def test_keep_lowering_compiles_v0_anew_on_the_recorded_lowering(tmp_path):
+    """After a change to the compile stage: --again --keep-lowering redoes v0 alone; the lowering (the hours of
+    a suite) stays as it was, and a job folder without a finished lowering is lowered as before."""
+    out, model = tmp_path / "kb", str(BREADTH / "mse_loss.py")
+    assert harness("compile", model, "--out", str(out)).returncode == 0
+    job = out / "level0" / "mse_loss"
+    lowering = (job / "model_linalg.mlir").stat().st_mtime_ns
+    (job / "v0" / "kernels.ptx").write_text("stale")
+    done = harness("compile", model, "--out", str(out), "--again", "--keep-lowering")
+    assert done.returncode == 0 and "level0/mse_loss: compiled" in done.stderr, done.stderr
+    row = CompileRow.from_json((out / "level0" / "mse_loss.compile.json").read_text())
+    assert row.ok and row.lower_s == 0
+    assert (job / "model_linalg.mlir").stat().st_mtime_ns == lowering
+    assert ".entry" in (job / "v0" / "kernels.ptx").read_text()
+    (job / "model_info.json").unlink()  # an unfinished lowering
+    assert harness("compile", model, "--out", str(out), "--again", "--keep-lowering").returncode == 0
+    assert CompileRow.from_json((out / "level0" / "mse_loss.compile.json").read_text()).lower_s > 0
+
+
 def test_sample_takes_every_nth_problem_of_a_level(tmp_path):
     (tmp_path / "level1").mkdir()
     for n in range(1, 8):
