@@ -1,12 +1,14 @@
 """workers/compile/passes/alignment.py: the alignment of a kernel's vector accesses to its buffer arguments,
-proven from the index arithmetic, on hand-written kernels (the f16 matmul's epilogue, where it turns four
+proven from the index arithmetic, and kernel_arguments.py's noalias marks, on hand-written kernels (the f16 matmul's epilogue, where it turns four
 scalar stores into one, is in test_compile_tensor_core.py)."""
 from __future__ import annotations
 
 import pytest
 
 from workers.compile import mlir
+from workers.compile.host import merge_kernel_modules
 from workers.compile.passes.alignment import align_global_vector_accesses
+from workers.compile.passes.kernel_arguments import mark_unaliased_kernel_pointers
 
 KERNEL = """
 #columns = affine_map<()[s0] -> (s0 * 4 - (s0 floordiv 64) * 256)>
@@ -94,3 +96,38 @@ module attributes {gpu.container_module} {
         module = mlir.parse(text, "the alignment test's kernel")
         align_global_vector_accesses(module)
         assert "alignment" not in str(module) and str(module).count("vector.transfer") == 2
+
+
+SHARED_BUFFER = """
+module attributes {gpu.container_module} {
+  func.func @forward(%arg0: memref<8xf32>) -> memref<16xf32> {
+    %c1 = arith.constant 1 : index
+    %buf = memref.alloc() : memref<16xf32>
+    %lo = memref.subview %buf[0] [8] [1] : memref<16xf32> to memref<8xf32, strided<[1]>>
+    %hi = memref.subview %buf[8] [8] [1] : memref<16xf32> to memref<8xf32, strided<[1], offset: 8>>
+    gpu.launch_func @copy::@copy blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%arg0 : memref<8xf32>, %lo : memref<8xf32, strided<[1]>>)
+    gpu.launch_func @shift::@shift blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%lo : memref<8xf32, strided<[1]>>, %hi : memref<8xf32, strided<[1], offset: 8>>, %arg0 : memref<8xf32>)
+    return %buf : memref<16xf32>
+  }
+  gpu.module @copy {
+    gpu.func @copy(%a: memref<8xf32>, %b: memref<8xf32, strided<[1]>>) kernel { gpu.return }
+  }
+  gpu.module @shift {
+    gpu.func @shift(%a: memref<8xf32, strided<[1]>>, %b: memref<8xf32, strided<[1], offset: 8>>, %c: memref<8xf32>) kernel { gpu.return }
+  }
+}
+"""
+
+
+def test_noalias_marks_only_the_arguments_whose_buffer_no_other_argument_views():
+    """farm-unaliased-kernel-pointers, after the module merge as in the pipeline: `copy` reads the input and
+    writes half of an allocation (two buffers: both noalias); `shift` reads one half of that allocation and
+    writes the other (one buffer seen through two arguments: neither noalias), and reads the input."""
+    with mlir.ir.Context(), mlir.ir.Location.unknown():
+        module = mlir.parse(SHARED_BUFFER, "a kernel pair")
+        merge_kernel_modules(module)
+        mark_unaliased_kernel_pointers(module)
+        marks = {mlir.ir.StringAttr(f.attributes["sym_name"]).value:
+                 ["llvm.noalias" in mlir.ir.DictAttr(a) for a in mlir.ir.ArrayAttr(f.attributes["arg_attrs"])]
+                 for f in mlir.kernel_ops(module, "gpu.func")}
+    assert marks == {"copy": [True, True], "shift": [False, False, True]}

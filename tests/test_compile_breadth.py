@@ -369,6 +369,19 @@ def test_a_transposed_conv_and_a_padded_conv_run_through_img2col_with_register_t
     assert ".local" not in ptx and "malloc" not in ptx
 
 
+def test_a_direct_convs_accumulator_stays_in_a_register_and_its_inputs_are_read_only(tmp_path):
+    """The dilated conv (direct: one output per thread, 60 multiply-adds) stored its partial sum to global
+    memory after every multiply-add, as its input and weights might have been the output's memory. Its
+    buffer arguments are noalias now (farm-unaliased-kernel-pointers): one store per output, and the input
+    and weights read through the non-coherent cache."""
+    job, params, config = compiled(tmp_path, "dilated_conv")
+    (conv,) = [s for s in params.ops if s.family == "conv"]
+    launch = next(l for l, op in zip(config.launches, compile_result(job).kernel_ops) if op == conv.op_index)
+    body = re.search(rf"\.entry\s+{launch.kernel}\((.*?)\n\}}\n", (job / "v0" / "kernels.ptx").read_text(), re.S)[1]
+    assert body.count("fma.rn.f32") == 60 and len(re.findall(r"st\.global", body)) == 1
+    assert len(re.findall(r"ld\.global\.nc", body)) == len(re.findall(r"ld\.global", body)) > 0
+
+
 def test_a_loss_to_one_value_merges_its_partials_in_a_block(tmp_path):
     """An MSE over 2^20 elements keeps its split (one output: a block per output would leave the GPU idle),
     and its partials are merged by a block of threads (a warp's shuffles last), not by one thread."""

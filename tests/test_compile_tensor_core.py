@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import MODELS, lower_zoo
+from test_compile_memory_bound import vector_loads
 
 from workers.compile import apply_edit, compile_iteration, initial_params
 from workers.compile.tensor_core import padded_columns
@@ -112,7 +113,7 @@ def test_plain_f16_matmul_compiles_on_tensor_cores(matmul4096_f16):
     # 256 threads copy A (256x64) and B (64x128) in 16-byte pieces: 8 + 4 each per K step, for the steps
     # 0 and 1 before the K loop and for step i+2 in it (predicated off past the last step)
     assert ptx.count("cp.async.cg.shared.global") + ptx.count("cp.async.ca.shared.global") == 3 * 12
-    assert "ld.global.v4" not in ptx, "no synchronous copies left"
+    assert not vector_loads(ptx), "no synchronous copies left"
     # two groups per step (A, B): the waits at step i let the 2 groups of step i+1 stay in flight
     assert ptx.count("cp.async.commit_group") == 3 * 2 and ptx.count("cp.async.wait_group \t2;") == 2
     # the 4x8 fragments of 16x8 f32 that the K loop carries (none re-read from shared memory), beside
@@ -216,7 +217,7 @@ def test_promote_shared_stages_the_operand_tiles_of_each_k_step(jobs):
     (launch,) = LaunchConfig.from_json((job / "v4" / "config.json").read_text()).launches
     assert launch.shared_bytes == 128 * 72 * 4 + 128 * 40 * 2 + 32 * 72 * 2
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 32
-    assert "ldmatrix.sync.aligned" in ptx and ptx.count("ld.global.v4") == 6  # (128x32 + 32x64) / 128 threads
+    assert "ldmatrix.sync.aligned" in ptx and vector_loads(ptx) == 6  # (128x32 + 32x64) / 128 threads
     assert k_loop_accumulators(job / "v4") == ["vector<2x2xf32>"] * 16
     # the accumulators leave the K loop into shared memory after its last barrier: another barrier must
     # come before the epilogue's threads read them (without it: wrong results at 4096^3 on the H200)
@@ -564,7 +565,7 @@ def test_bf16_matmuls_run_on_tensor_cores_through_f16_fragments(tmp_path):
         # a 64x64 warp tile per K step of 64: 4 x 8 x 4 m16n8k16
         assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 128
         assert "f16.f16" not in ptx and "ldmatrix.sync.aligned" in ptx
-        assert ("cp.async.commit_group" in ptx) == (version == 0) and ("ld.global.v4" in ptx) == (version == 1)
+        assert ("cp.async.commit_group" in ptx) == (version == 0) and bool(vector_loads(ptx)) == (version == 1)
         assert LaunchConfig.from_json((job / f"v{version}" / "config.json").read_text()).precision == "bf16"
     assert k_loop_accumulators(job / "v1") == ["vector<2x2xf32>"] * 32
 

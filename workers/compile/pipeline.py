@@ -152,6 +152,7 @@ def pipeline_for(chip: str, fuse_elementwise: bool = True, pipelined_copies: boo
         "farm-workgroup-allocs-to-shared",
         "farm-scratch-to-stack",
         "farm-align-kernel-pointers",
+        "farm-unaliased-kernel-pointers",
         "farm-align-global-vector-accesses",
         "farm-tensor-maps-as-pointers",
         f"{TRANSFORM_STEP}{KERNEL_ARITHMETIC_SEQUENCE}",

@@ -1,8 +1,10 @@
 """The last project passes before MLIR's lowering, on each kernel's arguments: farm-align-kernel-pointers
-(16-byte aligned buffer arguments), farm-tensor-maps-as-pointers (TMA descriptors passed as pointers).
+(16-byte aligned buffer arguments), farm-unaliased-kernel-pointers (noalias where no other argument shares the
+buffer), farm-tensor-maps-as-pointers (TMA descriptors passed as pointers).
 """
 from __future__ import annotations
 
+from workers.compile.host import VIEW_OPS
 from workers.compile.mlir import ir, builtin_dialect, main_func, ops_named, kernel_ops
 
 
@@ -15,20 +17,52 @@ def align_kernel_pointers(module: ir.Module) -> None:
     offset), and device allocations are at least 256-byte aligned (the measure worker copies any
     buffer that is not 16-byte aligned). LLVM then proves which loads and stores of 4 x 32 bits are
     16-byte aligned and emits ld.global.v4 / st.global.v4 for them."""
-    align = ir.DictAttr.get({"llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), POINTER_ALIGNMENT)})
+    align = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), POINTER_ALIGNMENT)
     for func in kernel_ops(module, "gpu.func"):
-        if "kernel" not in func.attributes:
-            continue
-        inputs = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs
-        old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
-        attrs = []
-        for i, t in enumerate(inputs):
-            d = ir.DictAttr(old[i]) if i < len(old) else None
-            entries = {d[j].name: d[j].attr for j in range(len(d))} if d is not None else {}
-            if isinstance(t, ir.MemRefType):
-                entries["llvm.align"] = align["llvm.align"]
-            attrs.append(ir.DictAttr.get(entries))
-        func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+        if "kernel" in func.attributes:
+            inputs = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs
+            _set_arg_attr(func, "llvm.align", align, [i for i, t in enumerate(inputs) if isinstance(t, ir.MemRefType)])
+
+
+def mark_unaliased_kernel_pointers(module: ir.Module) -> None:
+    """Mark `llvm.noalias` each memref argument of a kernel whose buffer, at every launch of the kernel, no
+    other argument of the launch views (the buffers are the host function's arguments, allocations and
+    globals; the measure worker gives each its own memory, tied weights aside, which no kernel writes). LLVM
+    may then keep an accumulator in a register across the loop it is read and written in (a direct conv stored
+    its partial sum after every multiply-add, as the input might have been the same memory) and read
+    read-only buffers through the non-coherent cache."""
+    unaliased: dict[str, list[bool]] = {}
+    for launch in ops_named(main_func(module), "gpu.launch_func"):
+        roots = [_root(v) if isinstance(v.type, ir.MemRefType) else None for v in launch.opview.kernelOperands]
+        alone = [root is not None and sum(r is not None and r == root for r in roots) == 1 for root in roots]
+        name = str(launch.opview.kernel).split("::")[-1].lstrip("@")  # the gpu.func launched
+        unaliased[name] = [a and b for a, b in zip(unaliased.get(name, alone), alone)]
+    unit = ir.UnitAttr.get()
+    for func in kernel_ops(module, "gpu.func"):
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        if "kernel" in func.attributes and name in unaliased:
+            _set_arg_attr(func, "llvm.noalias", unit, [i for i, a in enumerate(unaliased[name]) if a])
+
+
+def _root(value: ir.Value) -> ir.Value:
+    """The host buffer that `value` views: a function argument, an allocation or a global."""
+    while not isinstance(value.owner, ir.Block) and value.owner.name in VIEW_OPS:
+        value = value.owner.operands[0]
+    return value
+
+
+def _set_arg_attr(func, name: str, attr: ir.Attribute, args: list[int]) -> None:
+    """Set `name` = `attr` in the argument attributes of the gpu.func's arguments `args`."""
+    count = len(ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs)
+    old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+    attrs = []
+    for i in range(count):
+        d = ir.DictAttr(old[i]) if i < len(old) else None
+        entries = {d[j].name: d[j].attr for j in range(len(d))} if d is not None else {}
+        if i in args:
+            entries[name] = attr
+        attrs.append(ir.DictAttr.get(entries))
+    func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
 TENSOR_MAP_TYPE = "!nvgpu.tensormap.descriptor"

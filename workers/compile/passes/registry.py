@@ -36,6 +36,7 @@ PASSES: dict[str, Pass] = {
     "farm-workgroup-allocs-to-shared": shared_memory.workgroup_allocs_to_shared,
     "farm-scratch-to-stack": shared_memory.scratch_to_stack,
     "farm-align-kernel-pointers": kernel_arguments.align_kernel_pointers,
+    "farm-unaliased-kernel-pointers": kernel_arguments.mark_unaliased_kernel_pointers,
     "farm-align-global-vector-accesses": alignment.align_global_vector_accesses,
     "farm-tensor-maps-as-pointers": kernel_arguments.tensor_maps_as_pointers,
 }
