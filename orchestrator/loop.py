@@ -102,15 +102,17 @@ class Driver:
         while pending:
             still = []
             lowering = sum(self._last[i].status == "frontend" for i in pending if i in self._last)
-            self._lowering_slots = self._lowering_capacity() - lowering
+            try:
+                self._lowering_slots = self._lowering_capacity() - lowering
+            except TRANSIENT as e:  # the workers' records are in the store: no lowering is sent this tick
+                self._lowering_slots = 0
+                self._note_outage(e)
             for job_id in pending:
                 try:
                     job = self.step(job_id)
                     self._outage_logged = False
                 except TRANSIENT as e:
-                    if not self._outage_logged:
-                        log.warning("broker or state store unreachable (%s); waiting for it to come back", e)
-                        self._outage_logged = True
+                    self._note_outage(e)
                     still.append(job_id)
                     continue
                 except Exception as e:  # one job's trouble (its folder unwritable) must not stop the others
@@ -122,7 +124,16 @@ class Driver:
             pending = still
             if pending:
                 time.sleep(self.poll_s)
-        return [j for j in (self.store.get_job(i) for i in job_ids) if j]
+        try:
+            return [j for j in (self.store.get_job(i) for i in job_ids) if j]
+        except TRANSIENT as e:  # every job is reported: their last states say how they ended
+            self._note_outage(e)
+            return [self._last[i] for i in job_ids if i in self._last]
+
+    def _note_outage(self, error: Exception) -> None:
+        if not self._outage_logged:
+            log.warning("broker or state store unreachable (%s); waiting for it to come back", error)
+            self._outage_logged = True
 
     def step(self, job_id: str) -> JobState | None:
         job = self.store.get_job(job_id) or self._put_back(job_id)

@@ -74,3 +74,30 @@ def test_the_final_report_gives_the_evidence_of_the_advisors_stop(tmp_path):
     assert ("- advisor's last decision: stop (bottleneck compute, rules r1): no route left\n"
             "  - `compute_line_saturated` on forward_kernel: tensor_cores skipped: compute SOL 80.77% is over 80%, "
             "that line is exhausted (compute_sol_pct=80.77)") in report
+
+
+def test_a_store_outage_outside_a_jobs_step_is_waited_out(tmp_path, monkeypatch):
+    """Redis gone past the store's retries while the driver counts its compile workers (each tick) or reads
+    the jobs' final states: the driver waits or answers from the states it last saw, instead of ending with
+    the ConnectionError (the 60 s outage of test_orchestrator_faults.py hit the count now and then)."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    store = open_store(f"file://{tmp_path}/state")
+    assert store.create_job(JobState(job_id="b.m", batch="b", model_path="/m.py", job_dir=str(tmp_path / "m"),
+                                     chip="sm_90a", max_iterations=1, compile_only=True, status="done",
+                                     created=1.0, reported=True))
+    read = store.get_job
+    calls = {"workers": 0, "get_job": 0}
+
+    def unreachable(name: str, then):
+        def call(*args):
+            calls[name] += 1
+            if name == "workers" or calls[name] > 1:
+                raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+            return then(*args)
+        return call
+
+    monkeypatch.setattr(store, "workers", unreachable("workers", lambda: []))
+    monkeypatch.setattr(store, "get_job", unreachable("get_job", read))
+    assert [job.job_id for job in Driver(store).run(["b.m"])] == ["b.m"]
+    assert calls == {"workers": 1, "get_job": 2}
