@@ -43,10 +43,15 @@ def masked_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
     tensor cores) whose threads vectorize their tiles. Emission then vectorizes with the tiles' full sizes
     (vector_sizes), masked where a tile is partial (masked_vector_sizes)."""
     op = facts[g.anchor].info
-    return (maskable_matmul(op) and g.producer is None and schedule.vectorize and any(schedule.thread_tile)
-            and schedule.tensor_core == "none"
-            and not (schedule.img2col or schedule.split_reduction or schedule.block_reduction
-                     or schedule.row_kernel or schedule.promote_shared))
+    return maskable_matmul(op) and g.producer is None and schedule.vectorize and any(schedule.thread_tile) \
+        and _plain(schedule)
+
+
+def _plain(schedule: OpSchedule) -> bool:
+    """No tensor cores, img2col, split, block reduction, row kernel or staging: the kernel's tiles alone."""
+    return schedule.tensor_core == "none" and not (schedule.img2col or schedule.split_reduction or
+                                                   schedule.block_reduction or schedule.row_kernel or
+                                                   schedule.promote_shared)
 
 
 def scalar_partial_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> bool:
@@ -56,11 +61,9 @@ def scalar_partial_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
     size. A fused fill writes the output tile in place; an argmin's pair of accumulators (a reduction that does
     not fold into one) would be scratch."""
     anchor = facts[g.anchor]
-    return (g.producer is None and len(g.fills) <= 1 and not schedule.vectorize
-            and (anchor.splittable or "reduction" not in anchor.info.iterator_types) and set(schedule.thread_tile) <= {0, 1}
-            and any(schedule.thread_tile) and schedule.tensor_core == "none"
-            and not (schedule.img2col or schedule.split_reduction or schedule.block_reduction
-                     or schedule.row_kernel or schedule.promote_shared))
+    return g.producer is None and len(g.fills) <= 1 and not schedule.vectorize and _plain(schedule) \
+        and (anchor.splittable or "reduction" not in anchor.info.iterator_types) \
+        and set(schedule.thread_tile) <= {0, 1} and any(schedule.thread_tile)
 
 
 def masked_vector_sizes(schedule: OpSchedule, op: OpInfo) -> list[int] | None:
