@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from workers.measure import gpu_unavailable, measure_iteration, report
-from workers.measure.gpu_run import RunOutcome, _classify
+from workers.measure.gpu_run import Lap, RunOutcome, _classify
 from workers.measure.launch import (ConfigError, calls_device_malloc, check_config, model_file, pack_args,
                                     pathological_launches)
 from workers.process import run_in_group
@@ -284,8 +284,20 @@ def test_benchmark_report_states_tolerance_and_speedups(tmp_path):
 
 
 def test_run_outcome_round_trips_as_json():
-    outcome = RunOutcome(status="wrong_result", device="NVIDIA H200", time=Timing(1.0, 1.0, 1.0, 1))
+    outcome = RunOutcome(status="wrong_result", device="NVIDIA H200", time=Timing(1.0, 1.0, 1.0, 1),
+                         seconds={"load": 4.2, "check": 1.5})
     assert RunOutcome.from_json(outcome.to_json()) == outcome
+
+
+def test_the_gpu_childs_steps_are_timed_one_after_another():
+    """Each lap records the wall time since the one before it, under its step's name (the harness prints
+    them per problem: where a measurement's seconds go)."""
+    seconds: dict[str, float] = {}
+    lap = Lap(seconds)
+    time.sleep(0.05)
+    lap("load")
+    lap("check")
+    assert list(seconds) == ["load", "check"] and seconds["load"] >= 0.05 > seconds["check"]
 
 
 def _alive(pid: int) -> bool:
