@@ -12,7 +12,7 @@ from typing import Callable
 from rules.guide import load
 from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, WARPGROUP_THREADS,
                              OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_applies,
-                             reduction_extents, tile_error, warp_can_merge, wgmma_k_step)
+                             leaves_partial_tiles, reduction_extents, tile_error, warp_can_merge, wgmma_k_step)
 from workers.target import Target
 
 
@@ -29,8 +29,7 @@ def _valid(block: list[int], thread: list[int], op: OpInfo, s: OpSchedule) -> bo
     """Tiles the compile stage takes (tile_error) within guide.json's thread bounds. Partial last blocks only
     where the kernel `s` already has them (the compile stage took them for its group: no fused producer
     needing scratch) and the threads keep one output each (validation.scalar_partial_tiles)."""
-    partial = any(b and r % b for b, r in zip(s.block_tile, op.loop_ranges)) and set(thread) <= {0, 1} \
-        and not s.vectorize
+    partial = leaves_partial_tiles(s, op) and set(thread) <= {0, 1} and not s.vectorize
     return tile_error(block, thread, op, partial=partial) is None and \
         _bound("min_threads") <= _threads(block, thread, op) <= _bound("max_threads")
 

@@ -194,6 +194,12 @@ def img2col_aligned(tile: int, extents: list[int]) -> bool:
     return all(tile % e == 0 or e % tile == 0 for e in extents)
 
 
+def leaves_partial_tiles(schedule: OpSchedule, op: OpInfo, k_extent: int = 0) -> bool:
+    """Whether a block tile of `op`'s loops, or the K step over a K loop of `k_extent`, does not divide it."""
+    return any(b and r % b for b, r in zip(schedule.block_tile, op.loop_ranges)) \
+        or bool(k_extent and schedule.reduction_tile and k_extent % schedule.reduction_tile)
+
+
 def tile_error(block: list[int], thread: list[int], op: OpInfo, partial: bool = False) -> str | None:
     """Why one kernel's per-loop block and thread tiles cannot be compiled, or None. The compile stage's
     validation and the advisor's edits (rules/routing.py) share it. `partial`: the kernel takes a last block

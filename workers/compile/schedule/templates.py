@@ -189,16 +189,15 @@ def warp_aligned_blocks(schedule: OpSchedule, op: OpInfo) -> OpSchedule | None:
     threads = [schedule.block_tile[d] or op.loop_ranges[d] for d in inner]
     busy = lanes_busy(threads, threads[-1], extent)
     run = threads[-1] if threads[-1] < extent else math.prod(threads[-2:])  # whole rows follow one another
-    aligned = [min(TARGET_THREADS // ALIGNED_X_THREADS, op.loop_ranges[inner[-2]]) if len(inner) > 1 else 1,
-               ALIGNED_X_THREADS]
+    rows = TARGET_THREADS // ALIGNED_X_THREADS  # y threads of an aligned block
+    aligned = [min(rows, op.loop_ranges[inner[-2]]) if len(inner) > 1 else 1, ALIGNED_X_THREADS]
     idle = busy < MIN_LANES_BUSY and lanes_busy(aligned, ALIGNED_X_THREADS, extent) > busy
     if extent <= ALIGNED_X_THREADS or not (idle or run < MIN_CONTIGUOUS_RUN):
         return None
     block, thread = list(schedule.block_tile), list(schedule.thread_tile)
     block[x] = ALIGNED_X_THREADS
     if len(inner) >= 2:
-        y, budget = inner[-2], TARGET_THREADS // ALIGNED_X_THREADS
-        block[y] = budget if op.loop_ranges[y] > budget else 0
+        block[inner[-2]] = rows if op.loop_ranges[inner[-2]] > rows else 0
     for z in inner[:-2]:  # the third thread loop of a block that was under a warp: one index per block now
         block[z], thread[z] = 1, 0
     return OpSchedule(op_index=op.index, family=schedule.family, block_tile=block, thread_tile=thread)

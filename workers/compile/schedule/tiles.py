@@ -62,12 +62,6 @@ def threads_per_loop(schedule: OpSchedule, op: OpInfo) -> list[int]:
             for b, t, r in zip(schedule.block_tile, schedule.thread_tile, op.loop_ranges)]
 
 
-def leaves_partial_tiles(schedule: OpSchedule, op: OpInfo, k_extent: int = 0) -> bool:
-    """Whether a block tile of `op`'s loops, or the K step over a K loop of `k_extent`, does not divide it."""
-    return any(b and r % b for b, r in zip(schedule.block_tile, op.loop_ranges)) \
-        or bool(k_extent and schedule.reduction_tile and k_extent % schedule.reduction_tile)
-
-
 def forall_mapping(kind: str, n: int, linear: bool = False) -> str:
     """Forall dims in loop order; the innermost maps to x. Past three dims (or where asked) linear ids,
     the innermost the fastest."""

@@ -14,10 +14,11 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
                                                 row_kernel_threads, block_reduction_threads)
-from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, leaves_partial_tiles
+from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
 from workers.compile.schedule.validation import scalar_partial_tiles
 from workers.compile.tensor_core import plan_mma
-from workers.records import OpInfo, OpSchedule, ScheduleParams, default_split_factor, reduction_extents, warp_can_merge
+from workers.records import (OpInfo, OpSchedule, ScheduleParams, default_split_factor, leaves_partial_tiles,
+                             reduction_extents, warp_can_merge)
 from workers.target import Target, target
 
 

@@ -7,10 +7,10 @@ from workers.compile.schedule.grouping import Group, reduction_member
 from workers.compile.schedule.staged_matmul import StagedMatmul, plan_staged_matmul
 from workers.compile.schedule.templates import img2col_op, maskable_matmul, reductions_trail, split_over_blocks
 from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
-                                            MAX_GRID_X, leaves_partial_tiles)
+                                            MAX_GRID_X)
 from workers.compile.tensor_core import MmaPlan, plan_mma
-from workers.records import (WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, reduction_extents, tile_error,
-                             warp_can_merge)
+from workers.records import (WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, leaves_partial_tiles,
+                             reduction_extents, tile_error, warp_can_merge)
 from workers.target import Target
 
 
