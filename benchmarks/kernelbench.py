@@ -221,27 +221,19 @@ def _precompile_peers(jobs: list[Path], workers: int) -> list[str]:
         return [failed for failed in pool.map(one, jobs) if failed]
 
 
-def _measure_one(level: int, problem: Path, out: Path, timeout_s: float) -> MeasureRow:
-    from workers.measure import measure_iteration
-
-    started = time.monotonic()
-    result = measure_iteration(str(job_dir(out, level, problem)), 0, profile=False, timeout_s=timeout_s)
-    row = MeasureRow(problem.stem, level, result.status, correct=bool(result.correct),
-                     ours_us=_us(result.time), eager_us=_us(result.eager), compiled_us=_us(result.compiled),
-                     max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300],
-                     seconds=result.seconds)
-    steps = ", ".join(f"{name} {s:.0f}" for name, s in result.seconds.items())
-    print(f"level{level}/{problem.stem}: {row.status}, ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, "
-          f"torch.compile {row.compiled_us:.1f} ({time.monotonic() - started:.0f} s: {steps})", file=sys.stderr,
-          flush=True)
-    return row
+def _row(level: int, problem: Path, result) -> MeasureRow:
+    return MeasureRow(problem.stem, level, result.status, correct=bool(result.correct), ours_us=_us(result.time),
+                      eager_us=_us(result.eager), compiled_us=_us(result.compiled),
+                      max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300],
+                      seconds=result.seconds)
 
 
 def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s: float,
                 budget_s: float, peer_workers: int) -> list[MeasureRow]:
+    from workers.measure import measure_batch
     from workers.records import CompileResult
 
-    started = time.monotonic()
+    until = time.time() + budget_s
     compiled, rows = [], {}
     for level, problem in items:
         path = row_path(out, level, problem, "measure")
@@ -253,33 +245,36 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
         else:
             compiled.append((level, problem))
     print(f"measuring {len(compiled)} compiled problems, {peer_workers} at a time: torch.compile of each batch "
-          "in parallel, then the batch's timings one by one", file=sys.stderr, flush=True)
+          "in parallel, then the batch's measurements one by one, in one GPU process while none fails",
+          file=sys.stderr, flush=True)
     # batches, so that a budget that ends mid-run leaves measured rows (the next run resumes from them)
     # and no peer compiles that nothing times
-    measured = 0
-
-    def spent(level: int, problem: Path) -> bool:
-        if time.monotonic() - started <= budget_s:
-            return False
-        print(f"budget of {budget_s:.0f} s spent: level{level}/{problem.stem} and the "
-              f"{len(compiled) - measured - 1} after it are unrun", file=sys.stderr)
-        return True
-
     for start in range(0, len(compiled), peer_workers):
         batch = compiled[start:start + peer_workers]
-        if spent(*batch[0]):
+        if time.time() >= until:
             break
         warming = time.monotonic()
         failed = _precompile_peers([job_dir(out, level, p) for level, p in batch], peer_workers)
         print(f"torch.compile of {len(batch)} problems in {time.monotonic() - warming:.0f} s"
               + (f"; its warm-up failed for {', '.join(failed)}" if failed else ""), file=sys.stderr, flush=True)
-        for level, problem in batch:
-            if spent(level, problem):
-                return list(rows.values())
+        measuring = time.monotonic()
+
+        def observe(i: int, result) -> None:
+            nonlocal measuring
+            level, problem = batch[i]
             path = row_path(out, level, problem, "measure")
-            rows[path] = _measure_one(level, problem, out, timeout_s)
-            path.write_text(rows[path].to_json(indent=2))
-            measured += 1
+            rows[path] = row = _row(level, problem, result)
+            path.write_text(row.to_json(indent=2))
+            steps = ", ".join(f"{name} {s:.0f}" for name, s in row.seconds.items())
+            print(f"level{level}/{problem.stem}: {row.status}, ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, "
+                  f"torch.compile {row.compiled_us:.1f} ({time.monotonic() - measuring:.0f} s: {steps})",
+                  file=sys.stderr, flush=True)
+            measuring = time.monotonic()
+
+        measure_batch([(str(job_dir(out, level, p)), 0) for level, p in batch], timeout_s, until, observe)
+    unrun = [f"level{level}/{p.stem}" for level, p in compiled if row_path(out, level, p, "measure") not in rows]
+    if unrun:
+        print(f"budget of {budget_s:.0f} s spent: {len(unrun)} problems unrun, from {unrun[0]}", file=sys.stderr)
     return list(rows.values())
 
 

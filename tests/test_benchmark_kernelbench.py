@@ -89,3 +89,33 @@ def test_fast_p_counts_a_wrong_or_failed_problem_as_not_fast():
     line = measure_table(rows).splitlines()[2]
     # correct 2 of 4; fast_1 vs eager 2/4, fast_1.2 1/4; vs torch.compile 1/4 both; geomeans over the correct
     assert line.startswith("| 1 | 4 | 2 (50%) | 0.50 / 0.25 | 1.48x | 0.25 / 0.25 | 1.26x |"), line
+
+
+def test_measure_writes_a_row_per_problem_as_the_batch_goes_and_resumes_after_them(tmp_path, monkeypatch, capsys):
+    """`measure` over two compiled problems, the GPU child being test_measure_worker's TEST DOUBLE (no GPU
+    here): a row per problem, the fault one's too, with a progress line each; a second run finds them
+    recorded and starts no GPU process."""
+    import shutil
+
+    from test_measure_worker import FAKE_BATCH_CHILD, POC
+
+    from workers.records import CompileResult
+
+    monkeypatch.setattr("workers.measure.gpu_unavailable", lambda: None)
+    monkeypatch.setattr("workers.measure.gpu_run.COMMAND", [sys.executable, "-c", FAKE_BATCH_CHILD])
+    monkeypatch.setattr(kernelbench, "_precompile_peers", lambda jobs, workers: [])  # torch.compile needs CUDA
+    out, items = tmp_path / "kb", []
+    for name in ("ok-a", "fault-b"):
+        job = out / "level0" / name
+        shutil.copytree(POC, job / "v0")
+        shutil.copy(POC / "model.py", job / "model.py")
+        (job / "v0" / "compile_result.json").write_text(CompileResult(version=0, ok=True, stage="done").to_json())
+        items.append((0, Path(f"{name}.py")))
+    rows = kernelbench.measure_all(items, out, again=False, timeout_s=5, budget_s=60, peer_workers=8)
+    assert sorted(r.status for r in rows) == ["illegal_address", "ok"]
+    assert MeasureRow.from_json((out / "level0" / "fault-b.measure.json").read_text()).status == "illegal_address"
+    err = capsys.readouterr().err
+    assert "level0/ok-a: ok" in err and "level0/fault-b: illegal_address" in err
+    (out / "level0" / "starts.log").unlink()
+    assert len(kernelbench.measure_all(items, out, False, 5, 60, 8)) == 2
+    assert not (out / "level0" / "starts.log").exists(), "recorded rows are not measured again"

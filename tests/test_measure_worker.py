@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workers.measure import gpu_unavailable, measure_iteration, report
+from workers.measure import gpu_unavailable, measure_batch, measure_iteration, report
 from workers.measure.gpu_run import Lap, RunOutcome, _classify
 from workers.measure.launch import (ConfigError, calls_device_malloc, check_config, model_file, pack_args,
                                     pathological_launches)
@@ -341,6 +341,73 @@ def test_the_parent_classifies_how_the_gpu_child_ended(tmp_path, monkeypatch, ch
     assert result.status == status and says in result.error and not result.correct
     assert f"**{status}**" in (job / "v0" / "benchmark.md").read_text()
     assert f"status is {status}" in (job / "v0" / "ncu_summary.md").read_text()
+
+
+# TEST DOUBLE of the GPU child in batch mode (python -c CODE --batch ITEMS --until T): each item's job
+# folder name says how its measurement ends; every process it starts appends a line to starts.log.
+FAKE_BATCH_CHILD = """
+import json, os, sys, time
+items = json.load(open(sys.argv[2]))
+open(os.path.join(os.path.dirname(items[0][0]), "starts.log"), "a").write("start\\n")
+for job, version, result in items:
+    if os.path.exists(result):
+        continue
+    if time.time() >= float(sys.argv[4]):
+        sys.exit(0)
+    kind = os.path.basename(job).split("-")[0]
+    if kind == "hangs":
+        time.sleep(60)
+    if kind == "dies":
+        print("Segmentation fault", flush=True)
+        os.abort()
+    status = {"fault": "illegal_address"}.get(kind, "ok")
+    open(result, "w").write(json.dumps({"status": status, "device": "fake"}))
+    if status != "ok":
+        sys.exit(3)
+"""
+
+
+def _jobs(tmp_path: Path, kinds: list[str]) -> list[tuple[str, int]]:
+    jobs = []
+    for i, kind in enumerate(kinds):
+        job = tmp_path / f"{kind}-{i}"
+        shutil.copytree(POC, job / "v0")
+        shutil.copy(POC / "model.py", job / "model.py")
+        jobs.append((str(job), 0))
+    return jobs
+
+
+def test_a_batch_goes_on_past_faults_hangs_and_deaths_in_a_new_process_each(tmp_path, monkeypatch):
+    monkeypatch.setattr("workers.measure.gpu_unavailable", lambda: None)
+    monkeypatch.setattr("workers.measure.gpu_run.COMMAND", [sys.executable, "-c", FAKE_BATCH_CHILD])
+    kinds = ["ok", "fault", "ok", "hangs", "ok", "dies", "ok", "ok"]
+    heard = []
+    results = measure_batch(_jobs(tmp_path, kinds), timeout_s=2, observe=lambda i, r: heard.append(i))
+    assert [r.status for r in results] == ["ok", "illegal_address", "ok", "timeout", "ok", "error", "ok", "ok"]
+    assert "Segmentation" in results[5].error and "within 2 s" in results[3].error
+    assert heard == list(range(len(kinds))), "each result is heard of as it comes, in order"
+    # one process, then one more after each of the three failures
+    assert (tmp_path / "starts.log").read_text().count("start") == 4
+    assert "**illegal_address**" in (tmp_path / "fault-1" / "v0" / "benchmark.md").read_text()
+    assert "not asked for" in (tmp_path / "ok-0" / "v0" / "ncu_summary.md").read_text()
+
+
+def test_a_batch_starts_no_version_past_its_time(tmp_path, monkeypatch):
+    monkeypatch.setattr("workers.measure.gpu_unavailable", lambda: None)
+    monkeypatch.setattr("workers.measure.gpu_run.COMMAND", [sys.executable, "-c", FAKE_BATCH_CHILD])
+    assert measure_batch(_jobs(tmp_path, ["ok", "ok"]), timeout_s=5, until=time.time() - 1) == [None, None]
+
+
+def test_the_real_gpu_child_reports_each_version_of_a_batch_without_a_gpu(tmp_path, monkeypatch):
+    """gpu_run's own batch mode on this GPU-less machine: a model that hangs while it is built times out,
+    and the next version is still measured, in a new process, and fails for want of CUDA."""
+    monkeypatch.setattr("workers.measure.gpu_unavailable", lambda: None)
+    jobs = _jobs(tmp_path, ["hangs", "plain"])
+    model = Path(jobs[0][0]) / "model.py"
+    model.write_text(model.read_text().replace("def get_inputs", "import time\ntime.sleep(60)\n\ndef get_inputs"))
+    hung, failed = measure_batch(jobs, timeout_s=8)
+    assert hung.status == "timeout"
+    assert failed.status == "error" and "CUDA" in failed.error, failed.error
 
 
 def test_tolerance_is_widened_by_twice_pytorchs_own_error():

@@ -5,7 +5,10 @@ import ctypes
 import os
 import signal
 import subprocess
+import tempfile
 import threading
+import time
+from typing import Callable
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 PR_SET_PDEATHSIG = 1
@@ -74,3 +77,24 @@ def run_in_group(cmd: list[str], timeout_s: float, memory_bytes: int | None = No
         raise MemoryLimitExceeded(f"{os.path.basename(cmd[0])} held more than {memory_bytes / (1 << 30):.1f} GB "
                                   "of memory and was killed")
     return proc.returncode, out
+
+
+def run_while_progressing(cmd: list[str], progress: Callable[[], int], stall_s: float) -> tuple[int | None, str]:
+    """Run cmd in its own process group for as long as it makes progress: `progress()` (polled twice a
+    second; a count of finished items) must grow at least every stall_s seconds, else the whole group is
+    killed. Returns (exit status, or None when it stalled and was killed; the output's last 4,000
+    characters). The child dies with its parent."""
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=die_with_parent)
+        done, since, stalled = progress(), time.monotonic(), False
+        while proc.poll() is None:
+            time.sleep(0.5)
+            if progress() > done:
+                done, since = progress(), time.monotonic()
+            elif time.monotonic() - since > stall_s:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                stalled = True
+        log.seek(0)
+        return None if stalled else proc.returncode, log.read()[-4000:]

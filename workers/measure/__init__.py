@@ -1,21 +1,25 @@
 """Measure stage: run an iteration's PTX on one GPU, check it against PyTorch, time it, profile it.
 
-Public API: `measure_iteration`. The GPU work happens in child processes (gpu_run, and ncu around
-it): no CUDA context is ever created in the calling process (a Celery worker forks after import),
-and a kernel that corrupts its context or hangs takes only its child down.
+Public API: `measure_iteration`, and `measure_batch` for many versions at once. The GPU work happens in
+child processes (gpu_run, and ncu around it): no CUDA context is ever created in the calling process (a
+Celery worker forks after import), and a kernel that corrupts its context or hangs takes only its child
+down.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import tempfile
 import time
+from typing import Callable
 
 from workers.layout import COMPILE_RESULT_FILE, version_dir
 from workers.measure import gpu_run, ncu, report
 from workers.measure.gpu_run import RunOutcome
 from workers.measure.launch import ConfigError, check_config, pathological_launches
-from workers.process import run_in_group
+from workers.atomic import write_text
+from workers.process import run_in_group, run_while_progressing
 from workers.records import LaunchConfig, MeasureResult
 
 GPU_EXTRA_HINT = ("install the gpu extra on a node with the CUDA toolkit headers and libcuda "
@@ -62,28 +66,28 @@ def _not_measured(job_dir: str, version: int, status: str, reason: str) -> Measu
     return MeasureResult(version=version, status=status, error=reason)
 
 
-def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_s: float = 600) -> MeasureResult:
-    """Write v{version}/{benchmark.md, ncu_summary.md, ncu_details.md} and return the result.
-
-    timeout_s bounds the whole measurement (the checked run and the profile together)."""
-    deadline = time.monotonic() + timeout_s
+def _preflight(job_dir: str, version: int) -> tuple[LaunchConfig | None, MeasureResult | None]:
+    """v{version}'s launch config, or the result that ends its measurement before any GPU: nothing compiled,
+    a bad config or launch shape (faults of the iteration), no GPU on this node."""
     reason = _not_compiled(job_dir, version)
     if reason:
-        return _not_measured(job_dir, version, "skipped", reason)
-    # Config and launch shape are judged before the node's GPU: they are faults of the iteration.
+        return None, _not_measured(job_dir, version, "skipped", reason)
     try:
         config = _load_config(job_dir, version)
     except ConfigError as e:
-        return _not_measured(job_dir, version, "error", f"config.json: {e}")
+        return None, _not_measured(job_dir, version, "error", f"config.json: {e}")
     bad = pathological_launches(config)
     if bad:
-        return _not_measured(job_dir, version, "pathological_launch",
-                             f"block size 1 with a huge grid ({'; '.join(bad)}): repair the launch shape first")
+        return None, _not_measured(job_dir, version, "pathological_launch",
+                                   f"block size 1 with a huge grid ({'; '.join(bad)}): repair the launch shape first")
     reason = gpu_unavailable()
     if reason:
-        return _not_measured(job_dir, version, "skipped", reason)
+        return None, _not_measured(job_dir, version, "skipped", reason)
+    return config, None
 
-    outcome = _run_child(job_dir, version, timeout_s)
+
+def _result(job_dir: str, version: int, config: LaunchConfig, outcome: RunOutcome) -> MeasureResult:
+    """The measurement of the GPU child's outcome, its benchmark.md written."""
     result = MeasureResult(version=version, status=outcome.status, error=outcome.error, device=outcome.device,
                            atol=config.atol, rtol=config.rtol, time=outcome.time, seconds=outcome.seconds)
     if outcome.outputs:
@@ -95,6 +99,18 @@ def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_
     if outcome.reference:
         result.eager, result.compiled = outcome.reference.eager, outcome.reference.compiled
     report.write_benchmark(job_dir, result, outcome.reference.compiled_error if outcome.reference else "")
+    return result
+
+
+def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_s: float = 600) -> MeasureResult:
+    """Write v{version}/{benchmark.md, ncu_summary.md, ncu_details.md} and return the result.
+
+    timeout_s bounds the whole measurement (the checked run and the profile together)."""
+    deadline = time.monotonic() + timeout_s
+    config, ended = _preflight(job_dir, version)
+    if ended:
+        return ended
+    result = _result(job_dir, version, config, _run_child(job_dir, version, timeout_s))
     left = deadline - time.monotonic()
     if result.status != "ok":
         report.write_ncu_skipped(job_dir, version, f"the iteration's status is {result.status}")
@@ -110,6 +126,59 @@ def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_
         except (ncu.NcuError, TimeoutError, ValueError) as e:  # ValueError: a CSV pandas cannot read
             report.write_ncu_skipped(job_dir, version, str(e))
     return result
+
+
+def measure_batch(versions: list[tuple[str, int]], timeout_s: float = 600, until: float = float("inf"),
+                  observe: Callable[[int, MeasureResult], None] | None = None) -> list[MeasureResult | None]:
+    """measure_iteration without profiles for many (job_dir, version)s, in order, in as few GPU processes as
+    their faults allow (a process's start, with its imports, CUDA context and Inductor, costs seconds each
+    time). Each version gets timeout_s; none starts after the epoch time `until` (its result is None).
+    observe(i, result) hears of each result as it comes."""
+    results: list[MeasureResult | None] = [None] * len(versions)
+    configs = {}
+
+    def report_result(i: int, result: MeasureResult) -> None:
+        results[i] = result
+        report.write_ncu_skipped(*versions[i], "profiling was not asked for" if result.status == "ok"
+                                 else f"the iteration's status is {result.status}")
+        if observe:
+            observe(i, result)
+
+    for i, (job_dir, version) in enumerate(versions):
+        config, ended = _preflight(job_dir, version)
+        if ended:
+            report_result(i, ended)
+        else:
+            configs[i] = config
+    paths = {i: os.path.join(version_dir(*versions[i]), RESULT_FILE) for i in configs}
+    for path in paths.values():
+        if os.path.exists(path):
+            os.unlink(path)
+    pending = list(configs)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump([[*versions[i], paths[i]] for i in pending], f)
+    finished = lambda: sum(os.path.exists(paths[i]) for i in pending)  # noqa: E731
+    try:
+        while pending:
+            code, output = run_while_progressing([*gpu_run.COMMAND, "--batch", f.name, "--until", str(until)],
+                                                 finished, timeout_s)
+            reported = [i for i in pending if os.path.exists(paths[i])]
+            for i in reported:
+                with open(paths[i]) as r:
+                    report_result(i, _result(*versions[i], configs[i], RunOutcome.from_json(r.read())))
+            pending = [i for i in pending if i not in reported]
+            if code == 0 or not pending:  # all reported, or the time is up
+                break
+            if code != gpu_run.BATCH_STOPPED:  # it hung or died in the first unreported version
+                culprit = pending.pop(0)
+                outcome = RunOutcome(status="timeout", error=f"no result within {timeout_s:.0f} s (a hung kernel, "
+                                     "or a run slower than the limit)") if code is None else \
+                    RunOutcome(status="error", error=f"the GPU process died before it reported: {output.strip()[-1500:]}")
+                write_text(paths[culprit], outcome.to_json(indent=2))  # so that the next process skips it
+                report_result(culprit, _result(*versions[culprit], configs[culprit], outcome))
+    finally:
+        os.unlink(f.name)
+    return results
 
 
 def _run_child(job_dir: str, version: int, timeout_s: float) -> RunOutcome:

@@ -3,12 +3,19 @@ leaves the CUDA context unusable) or a hang can only take this process down.
 
     python -m workers.measure.gpu_run JOB_DIR VERSION RESULT_JSON          # check + time
     python -m workers.measure.gpu_run JOB_DIR VERSION RESULT_JSON --once   # each kernel once (for ncu)
+    python -m workers.measure.gpu_run --batch ITEMS_JSON [--until EPOCH_S]  # check + time many versions
+
+A batch (workers.measure.measure_batch) pays the process's start (imports, CUDA context, Inductor) once
+for many versions; it stops after a version that failed, whose fault may have broken the context, and its
+parent starts a new process for the rest.
 
 Torch owns the memory and the reference model; pycuda loads the PTX into the same (primary) context.
 """
 from __future__ import annotations
 
 import copy
+import gc
+import json
 import os
 import sys
 import time
@@ -100,7 +107,6 @@ def _on_gpu(inputs: list) -> list:
 
 class Runner:
     def __init__(self, job_dir: str, version: int):
-        import pycuda.driver as cuda
         import torch
 
         from workers.model_loader import load_model, load_module
@@ -118,6 +124,8 @@ class Runner:
         self.model = model.cuda()
         self.inputs = _on_gpu(inputs)
         self.device = torch.cuda.get_device_name()
+        import pycuda.driver as cuda
+
         cuda.init()
         self.context = cuda.Device(torch.cuda.current_device()).retain_primary_context()
         self.context.push()  # pycuda launches into torch's context, on the same (null) stream
@@ -169,6 +177,20 @@ class Runner:
             # kernels take each buffer's base pointer as 16-byte aligned (ld/st.global.v4)
             buffers[b.name] = t if t.data_ptr() % 16 == 0 else t.clone()
         return buffers
+
+    def close(self) -> None:
+        """Give back what the measurement holds, so that a batch's next version starts from a clean GPU: the
+        PTX module (unloaded while its context is current), the context's push, the buffers, the compiled
+        peer."""
+        import torch
+
+        self.launches = []
+        gc.collect()
+        self.context.pop()
+        self.buffers = self.model = self.inputs = None
+        torch._dynamo.reset()
+        gc.collect()
+        torch.cuda.empty_cache()
 
     def run(self, launches: list | None = None) -> None:
         """Queue the launches (the runner's own by default)."""
@@ -260,9 +282,9 @@ class Lap:
         self.last = now
 
 
-def main(argv: list[str]) -> int:
-    job_dir, version, result_path = argv[0], int(argv[1]), argv[2]
-    once = "--once" in argv
+def measure(job_dir: str, version: int, once: bool = False) -> RunOutcome:
+    """Check and time v{version} of the job (once: run each kernel once, for a profiler); every failure is
+    the outcome's status and error."""
     outcome = RunOutcome(status="error")
     runner = None
     lap = Lap(outcome.seconds)
@@ -286,11 +308,45 @@ def main(argv: list[str]) -> int:
             lap("time")
             outcome.reference = runner.reference(job_dir)
             lap("peers")
-    except Exception as e:  # every failure is recorded for the parent; the process then exits
+    except Exception as e:  # every failure is recorded for the parent
         # the first line is CUDA's verdict; torch appends lines of generic debugging advice
         outcome.status, outcome.error = _classify(e), f"{type(e).__name__}: {(str(e).strip() or '?').splitlines()[0][:1000]}"
         if outcome.status == "illegal_address" and runner and calls_device_malloc(runner.ptx.decode(errors="replace")):
             outcome.error += f" ({DEVICE_MALLOC_HINT})"
+    if outcome.status in HEALTHY and runner is not None:
+        runner.close()
+    return outcome
+
+
+HEALTHY = ("ok", "wrong_result")  # outcomes after which the process's CUDA context is known to be sound
+BATCH_STOPPED = 3  # a batch's exit status after a failed version: its parent goes on in a new process
+
+
+def measure_batch(items_path: str, until: float) -> int:
+    """Measure the batch's [job_dir, version, result_json] items in order, each not yet reported, until
+    the epoch time `until`: 0 when every item is reported or the time is up, BATCH_STOPPED after an item
+    that failed."""
+    with open(items_path) as f:
+        items = json.load(f)
+    for job_dir, version, result_path in items:
+        if os.path.exists(result_path):
+            continue
+        if time.time() >= until:
+            return 0
+        outcome = measure(job_dir, int(version))
+        write_text(result_path, outcome.to_json(indent=2))
+        if outcome.status not in HEALTHY:
+            return BATCH_STOPPED
+        gc.collect()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[0] == "--batch":
+        until = float(argv[argv.index("--until") + 1]) if "--until" in argv else float("inf")
+        return measure_batch(argv[1], until)
+    job_dir, version, result_path = argv[0], int(argv[1]), argv[2]
+    outcome = measure(job_dir, version, once="--once" in argv)
     write_text(result_path, outcome.to_json(indent=2))
     return 0 if outcome.status == "ok" else 1
 
