@@ -16,7 +16,8 @@ from workers.compile import apply_edit, compile_iteration, initial_params, mlir
 from workers.compile.passes import collapse_reduction_loops, reduce_in_stages, registry
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded,
-                              masked_fill_decomposition, scatter_decomposition)
+                              argsort_decomposition, index_add_decomposition, masked_fill_decomposition,
+                              scatter_add_decomposition, scatter_decomposition, sort_decomposition)
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
 from workers.target import target
@@ -241,11 +242,11 @@ def test_scans_gathers_and_dilated_convs_compile_with_every_kernel_on_the_gpu(tm
     assert not any(s.img2col for s in params.ops)
 
 
-@pytest.mark.parametrize("name", ["nonpersistent_buffer", "masked_assign", "scatter_gate"])
-def test_a_non_persistent_buffer_a_masked_assignment_and_a_scatter_compile(tmp_path, name):
-    """BERT's position ids (a buffer outside the state dict), a GCN's d[isinf(d)] = 0 and an MoE gate's
-    scatter: torch-mlir stopped at the first and lowered the others to tm_tensor ops; all three are now
-    plain linalg, every kernel on the GPU."""
+@pytest.mark.parametrize("name", ["nonpersistent_buffer", "masked_assign", "scatter_gate", "sort", "index_add_mean"])
+def test_a_non_persistent_buffer_a_masked_assignment_scatters_and_sorts_compile(tmp_path, name):
+    """BERT's position ids (a buffer outside the state dict), a GCN's d[isinf(d)] = 0, an MoE gate's
+    scatter, a sort with argsort and a GNN's index_add/scatter_add: torch-mlir stopped at the first and
+    lowered the others to tm_tensor ops; all are now plain linalg, every kernel on the GPU."""
     job, _, _ = compiled(tmp_path, name)
     assert "tm_tensor" not in (job / "model_linalg.mlir").read_text()
 
@@ -264,6 +265,36 @@ def test_the_masked_assignment_and_scatter_decompositions_compute_what_torch_doe
         assert torch.equal(masked_fill_decomposition(x, [mask], torch.tensor(1.5), accumulate),
                            torch.ops.aten.index_put.default(x, [mask], torch.tensor(1.5), accumulate))
     assert masked_fill_decomposition(x, [torch.tensor([0, 2])], torch.tensor(1.0)) is NotImplemented
+
+
+def test_the_sort_index_add_and_scatter_add_decompositions_compute_what_torch_does():
+    """Against torch on the CPU: stable order (ties by position), NaN as the largest, infinities, either
+    direction, any dim, integers; index_add with alpha along either dim; scatter_add of repeated indices."""
+    torch.manual_seed(0)
+    x = torch.randn(6, 37)
+    x[0, 3] = x[0, 9] = float("nan")
+    x[1, :10] = 0.5
+    x[2, 5], x[2, 6] = float("inf"), -float("inf")
+    for descending in (False, True):
+        for dim in (1, 0, -1):
+            values, indices = sort_decomposition(x, dim, descending)
+            expected = torch.sort(x, stable=True, dim=dim, descending=descending)
+            assert torch.equal(indices, expected.indices) and torch.allclose(values, expected.values, equal_nan=True)
+            assert torch.equal(argsort_decomposition(x, dim, descending), expected.indices)
+    ints = torch.randint(0, 5, (4, 20))
+    values, indices = sort_decomposition(ints, 1, True)
+    expected = torch.sort(ints, stable=True, dim=1, descending=True)
+    assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+    targets, messages = torch.randint(0, 10, (50,)), torch.randn(50, 4)
+    base = torch.randn(10, 4)
+    assert torch.allclose(index_add_decomposition(base, 0, targets, messages), base.index_add(0, targets, messages),
+                          atol=1e-5)
+    wide = torch.randn(3, 10)
+    assert torch.allclose(index_add_decomposition(wide, 1, targets[:7], messages.flatten()[:21].reshape(3, 7), alpha=2),
+                          wide.index_add(1, targets[:7], messages.flatten()[:21].reshape(3, 7), alpha=2), atol=1e-5)
+    index = targets.unsqueeze(1).expand(-1, 4)
+    assert torch.allclose(scatter_add_decomposition(base, 0, index, messages), base.scatter_add(0, index, messages),
+                          atol=1e-5)
 
 
 def test_a_depthwise_conv_puts_its_threads_along_the_outputs_rows(tmp_path):
@@ -425,8 +456,16 @@ def test_a_topk_past_its_round_limit_is_refused_with_the_reason(tmp_path):
 
 
 def test_an_op_only_torch_mlirs_own_dialect_holds_is_refused_by_name(tmp_path):
-    with pytest.raises(FrontendError, match="lowered part of the model to tm_tensor.sort"):
-        lower_model(str(BREADTH / "sort.py"), str(tmp_path / "sort"))
+    with pytest.raises(FrontendError, match="lowered part of the model to tm_tensor.scatter"):
+        lower_model(str(BREADTH / "index_assign.py"), str(tmp_path / "index_assign"))
+
+
+def test_a_sort_past_its_row_limit_is_refused_with_the_reason(tmp_path):
+    model = tmp_path / "long_sort.py"
+    model.write_text((BREADTH / "sort.py").read_text().replace("randn(16, 100)", "randn(2, 5000)")
+                     .replace("randn(16, 100, 8)", "randn(2, 5000, 8)"))
+    with pytest.raises(FrontendError, match="a sort of rows of 5000 compares every pair of a row here, past rows of 4096"):
+        lower_model(str(model), str(tmp_path / "long_sort"))
 
 
 def test_a_small_bf16_matmul_stages_its_tensor_core_tiles(tmp_path):

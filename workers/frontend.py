@@ -223,6 +223,71 @@ def scatter_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src) -
     return torch.where(hits.any(dim), value, x)
 
 
+def scatter_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """x.scatter_add(dim, index, src) (a GNN's aggregation of edge messages into nodes) as each index compared
+    with every position along `dim`, the matching sources summed: torch-mlir lowers it to tm_tensor.scatter,
+    which no upstream pass lowers. The same index forms as scatter_decomposition."""
+    dim = dim % max(x.dim(), 1)
+    if index.dim() != x.dim() or any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim):
+        return NotImplemented
+    positions = torch.arange(x.shape[dim], device=x.device).reshape([1] * (dim + 1) + [-1] + [1] * (x.dim() - dim - 1))
+    source = src[tuple(slice(0, n) for n in index.shape)].unsqueeze(dim + 1).to(x.dtype)
+    hits = index.unsqueeze(dim + 1) == positions  # index's dims, then x's positions along dim
+    return x + torch.where(hits, source, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim)
+
+
+def index_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
+                            alpha=1) -> torch.Tensor:
+    """x.index_add(dim, index, source) as a matmul of the one-hot matrix of `index` with `source`: row p of the
+    result gains every source slice i with index[i] == p. torch-mlir lowers index_add to tm_tensor.scatter,
+    which no upstream pass lowers. Floating point only (integers are left to torch-mlir)."""
+    if not x.is_floating_point():
+        return NotImplemented
+    dim = dim % max(x.dim(), 1)
+    one_hot = (torch.arange(x.shape[dim], device=x.device).unsqueeze(1) == index.unsqueeze(0)).to(x.dtype)
+    moved = source.to(x.dtype).movedim(dim, 0)
+    gathered = (one_hot @ moved.reshape(moved.shape[0], -1)).reshape(x.shape[dim], *moved.shape[1:])
+    return x + alpha * gathered.movedim(0, dim)
+
+
+MAX_SORT = 4096  # a sort's decomposition compares every pair of elements of a row
+
+
+def _sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """A stable sort along `dim` by ranks: an element's rank is the number of elements that sort before it
+    (smaller, or larger when descending, NaN counting as the largest, as in torch; an equal one earlier in
+    the row), and output position r takes the element of rank r. torch-mlir lowers sort to tm_tensor.sort,
+    which no upstream pass lowers; these are comparisons and sums (two reductions over the row per element)."""
+    dim = dim % max(x.dim(), 1)
+    n = x.shape[dim]
+    if n > MAX_SORT:
+        raise FrontendError(f"a sort of rows of {n} compares every pair of a row here, past rows of {MAX_SORT} "
+                            "that this compile stage takes: shorter rows lower")
+    row = x.movedim(dim, -1)
+    mine, other = row.unsqueeze(-1), row.unsqueeze(-2)  # [..., i, 1] and [..., 1, j]
+    before = other > mine if descending else other < mine
+    equal = other == mine
+    if x.is_floating_point():
+        mine_nan, other_nan = torch.isnan(mine), torch.isnan(other)
+        before = before | (other_nan & ~mine_nan if descending else mine_nan & ~other_nan)
+        equal = equal | (mine_nan & other_nan)
+    positions = torch.arange(n, device=x.device)
+    earlier = positions.unsqueeze(0) < positions.unsqueeze(1)  # [i, j]: j comes before i in the row
+    rank = (before | (equal & earlier)).sum(-1)
+    taken = rank.unsqueeze(-2) == positions.unsqueeze(-1)  # [..., r, i]: element i goes to position r
+    values = torch.where(taken, row.unsqueeze(-2), torch.zeros((), dtype=x.dtype, device=x.device)).sum(-1)
+    indices = torch.where(taken, positions, 0).sum(-1)
+    return values.to(x.dtype).movedim(-1, dim), indices.movedim(-1, dim)
+
+
+def sort_decomposition(x: torch.Tensor, dim: int = -1, descending: bool = False, *, stable=None):
+    return _sort(x, dim, descending)
+
+
+def argsort_decomposition(x: torch.Tensor, dim: int = -1, descending: bool = False, *, stable=None):
+    return _sort(x, dim, descending)[1]
+
+
 def _decompositions() -> dict:
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
@@ -231,7 +296,11 @@ def _decompositions() -> dict:
             torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition,
             torch.ops.aten.topk.default: topk_decomposition,
             torch.ops.aten.index_put.default: masked_fill_decomposition,
-            torch.ops.aten.scatter.src: scatter_decomposition, torch.ops.aten.scatter.value: scatter_decomposition}
+            torch.ops.aten.scatter.src: scatter_decomposition, torch.ops.aten.scatter.value: scatter_decomposition,
+            torch.ops.aten.scatter_add.default: scatter_add_decomposition,
+            torch.ops.aten.index_add.default: index_add_decomposition,
+            torch.ops.aten.sort.default: sort_decomposition, torch.ops.aten.sort.stable: sort_decomposition,
+            torch.ops.aten.argsort.default: argsort_decomposition, torch.ops.aten.argsort.stable: argsort_decomposition}
 
 
 _RESOURCES = re.compile(r"\n\{-#\s*dialect_resources:.*#-\}\s*$", re.S)
@@ -396,8 +465,9 @@ def _unparsed_op(error: str) -> str:
         return f"the lowered model cannot be read by the compile stage: {error.splitlines()[0][:300]}"
     dialect, op = found.groups()
     return (f"torch-mlir lowered part of the model to {op}, an op of its own {dialect} dialect, which no MLIR "
-            "pass of this compile stage lowers (torch.sort and argsort become tm_tensor.sort, scatter and index_put "
-            "tm_tensor.scatter): rewrite that part with other PyTorch ops or leave this model out; the other models "
+            "pass of this compile stage lowers (an index_put with integer indices, x[rows] = v, and scatters other "
+            "than along one dim become tm_tensor.scatter; sort, topk, cumsum, scatter and index_add along a dim and "
+            "boolean-mask assignment are decomposed here): rewrite that part with other PyTorch ops or leave this model out; the other models "
             "of the submission go on")
 
 
