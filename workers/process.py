@@ -90,8 +90,8 @@ def run_while_progressing(cmd: list[str], progress: Callable[[], int], stall_s: 
         done, since, stalled = progress(), time.monotonic(), False
         while proc.poll() is None:
             time.sleep(0.5)
-            if progress() > done:
-                done, since = progress(), time.monotonic()
+            if (now_done := progress()) > done:
+                done, since = now_done, time.monotonic()
             elif time.monotonic() - since > stall_s:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()

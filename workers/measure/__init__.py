@@ -154,28 +154,32 @@ def measure_batch(versions: list[tuple[str, int]], timeout_s: float = 600, until
     for path in paths.values():
         if os.path.exists(path):
             os.unlink(path)
-    pending = list(configs)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump([[*versions[i], paths[i]] for i in pending], f)
-    finished = lambda: sum(os.path.exists(paths[i]) for i in pending)  # noqa: E731
-    try:
-        while pending:
-            code, output = run_while_progressing([*gpu_run.COMMAND, "--batch", f.name, "--until", str(until)],
-                                                 finished, timeout_s)
-            reported = [i for i in pending if os.path.exists(paths[i])]
-            for i in reported:
+        json.dump([[*versions[i], paths[i]] for i in configs], f)
+
+    def collect() -> int:
+        """Report each result the GPU process has written since the last call; how many are reported."""
+        for i in configs:
+            if results[i] is None and os.path.exists(paths[i]):  # written whole: write_text renames
                 with open(paths[i]) as r:
                     report_result(i, _result(*versions[i], configs[i], RunOutcome.from_json(r.read())))
-            pending = [i for i in pending if i not in reported]
+        return sum(results[i] is not None for i in configs)
+
+    try:
+        while (pending := [i for i in configs if results[i] is None]):
+            code, output = run_while_progressing([*gpu_run.COMMAND, "--batch", f.name, "--until", str(until)],
+                                                 collect, timeout_s)
+            collect()
+            pending = [i for i in pending if results[i] is None]
             if code == 0 or not pending:  # all reported, or the time is up
                 break
             if code != gpu_run.BATCH_STOPPED:  # it hung or died in the first unreported version
-                culprit = pending.pop(0)
+                culprit = pending[0]
                 outcome = RunOutcome(status="timeout", error=f"no result within {timeout_s:.0f} s (a hung kernel, "
                                      "or a run slower than the limit)") if code is None else \
                     RunOutcome(status="error", error=f"the GPU process died before it reported: {output.strip()[-1500:]}")
                 write_text(paths[culprit], outcome.to_json(indent=2))  # so that the next process skips it
-                report_result(culprit, _result(*versions[culprit], configs[culprit], outcome))
+                collect()
     finally:
         os.unlink(f.name)
     return results
