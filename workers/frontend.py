@@ -205,35 +205,44 @@ def masked_fill_decomposition(x: torch.Tensor, indices, values: torch.Tensor, ac
     return torch.where(indices[0], x + value if accumulate else value, x)
 
 
+def _hits_along(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor | None:
+    """Each index compared with every position of x along `dim` (dim already normalized): index's dims with x's
+    positions after `dim`. None unless index has x's shape but along `dim` (a gate's top-k slots, a GNN's
+    targets expanded over the features): other forms are left to torch-mlir."""
+    if index.dim() != x.dim() or any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim):
+        return None
+    positions = torch.arange(x.shape[dim], device=x.device).reshape([1] * (dim + 1) + [-1] + [1] * (x.dim() - dim - 1))
+    return index.unsqueeze(dim + 1) == positions
+
+
+def _sources_at(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """src cut to index's shape, in x's type, broadcast along the positions of _hits_along."""
+    return src[tuple(slice(0, n) for n in index.shape)].unsqueeze(dim + 1).to(x.dtype)
+
+
 def scatter_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src) -> torch.Tensor:
     """x.scatter(dim, index, src) (src a tensor or a number) as a comparison of each index with every position
     along `dim` and a select: torch-mlir lowers scatter to tm_tensor.scatter, which no upstream pass lowers.
-    Where an index repeats, the sources are summed (torch leaves which one wins undefined). Only an index of
-    x's shape but along `dim` (a gate's top-k slots); other forms are left to torch-mlir."""
+    Where an index repeats, the sources are summed (torch leaves which one wins undefined)."""
     dim = dim % max(x.dim(), 1)
-    if index.dim() != x.dim() or any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim):
+    hits = _hits_along(x, dim, index)
+    if hits is None:
         return NotImplemented
-    positions = torch.arange(x.shape[dim], device=x.device).reshape([1] * (dim + 1) + [-1] + [1] * (x.dim() - dim - 1))
-    hits = index.unsqueeze(dim + 1) == positions  # index's dims, then x's positions along dim
-    if isinstance(src, torch.Tensor):
-        source = src[tuple(slice(0, n) for n in index.shape)].unsqueeze(dim + 1).to(x.dtype)
-    else:
-        source = torch.full((), src, dtype=x.dtype, device=x.device)
+    source = _sources_at(x, dim, index, src) if isinstance(src, torch.Tensor) else \
+        torch.full((), src, dtype=x.dtype, device=x.device)
     value = torch.where(hits, source, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim)
     return torch.where(hits.any(dim), value, x)
 
 
 def scatter_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
-    """x.scatter_add(dim, index, src) (a GNN's aggregation of edge messages into nodes) as each index compared
-    with every position along `dim`, the matching sources summed: torch-mlir lowers it to tm_tensor.scatter,
-    which no upstream pass lowers. The same index forms as scatter_decomposition."""
+    """x.scatter_add(dim, index, src) (a GNN's aggregation of edge messages into nodes) as scatter_decomposition's
+    comparisons, the matching sources summed onto x (tm_tensor.scatter in torch-mlir)."""
     dim = dim % max(x.dim(), 1)
-    if index.dim() != x.dim() or any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim):
+    hits = _hits_along(x, dim, index)
+    if hits is None:
         return NotImplemented
-    positions = torch.arange(x.shape[dim], device=x.device).reshape([1] * (dim + 1) + [-1] + [1] * (x.dim() - dim - 1))
-    source = src[tuple(slice(0, n) for n in index.shape)].unsqueeze(dim + 1).to(x.dtype)
-    hits = index.unsqueeze(dim + 1) == positions  # index's dims, then x's positions along dim
-    return x + torch.where(hits, source, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    return x + torch.where(hits, _sources_at(x, dim, index, src), zero).sum(dim)
 
 
 def index_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
