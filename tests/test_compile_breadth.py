@@ -13,7 +13,7 @@ import torch
 
 from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
-from workers.compile.passes import collapse_reduction_loops, reduce_in_stages, registry
+from workers.compile.passes import collapse_reduction_loops, extracted_scalars, reduce_in_stages, registry
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded,
                               argsort_decomposition, index_add_decomposition, masked_fill_decomposition,
@@ -550,3 +550,43 @@ def test_the_worst_input_draw_decides_each_output():
     larger = OutputError("out", 1e-5, 1e-5, True)
     assert worst_of_draws([[ok], [wrong], [larger]]) == [wrong]
     assert worst_of_draws([[ok], [larger]]) == [larger]
+
+
+def test_a_scalar_read_out_with_item_becomes_an_operand_of_the_op_that_uses_it(tmp_path):
+    """x / x.abs().max().item(): the maximum's tensor.extract was read on the host (the host check refused
+    it); as an input of the division, read through a map of no results, both ops are kernels."""
+    job, _, config = compiled(tmp_path, "item_scale")
+    assert len(config.launches) == 2
+    src = """#map = affine_map<(d0) -> (d0)>
+    module {
+      func.func @forward(%x: tensor<8xf32>, %s: tensor<1x1xf32>) -> tensor<8xf32> {
+        %c0 = arith.constant 0 : index
+        %v = tensor.extract %s[%c0, %c0] : tensor<1x1xf32>
+        %e = tensor.empty() : tensor<8xf32>
+        %r = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+        ^bb0(%in: f32, %out: f32):
+          %d = arith.divf %in, %v : f32
+          linalg.yield %d : f32
+        } -> tensor<8xf32>
+        return %r : tensor<8xf32>
+      }
+    }"""
+    with mlir.context():
+        module = mlir.parse(src, "t")
+        registry.run_step(extracted_scalars.NAME, module)
+        text = str(module)
+    assert "tensor.extract" not in text
+    assert "ins(%arg0, %arg1 : tensor<8xf32>, tensor<1x1xf32>)" in text and "affine_map<(d0) -> (0, 0)>" in text
+    assert re.search(r"\^bb0\(%in: f32, %in_\d+: f32, %out: f32\):\s*%\d+ = arith.divf %in, %in_\d+", text), text
+
+
+@pytest.mark.parametrize("name, says", [
+    ("masked_select", r"aten.index.Tensor makes a tensor of shape \[u0\], which depends on the input's values "
+                      r"\(masked_select.py:\d+: return x\[x > 0\]\)"),
+    ("value_branch", r"forward decides in Python on a tensor's value \(value_branch.py:\d+: if x.sum\(\) > 0:\)")])
+def test_shapes_and_branches_that_depend_on_values_are_refused_at_once_naming_the_line(tmp_path, name, says):
+    """x[mask]'s lowering grew past 17 GB in two minutes; an `if` on a value raised torch's guard error."""
+    start = time.monotonic()
+    with pytest.raises(FrontendError, match=says):
+        lower_model(str(BREADTH / f"{name}.py"), str(tmp_path / name))
+    assert time.monotonic() - start < 60

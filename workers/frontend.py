@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from workers.model_loader import STATE_BUFFERS, ModelLoadError, load_model, tensor_inputs
 from workers.records import ModelInfo
@@ -328,6 +329,27 @@ def inline_resources(text: str) -> str:
     return re.sub(r"dense_resource<([\w.]+)>", lambda m: f'dense<"0x{blobs[m.group(1)]}">', body)
 
 
+def _user_line(trace: str) -> str:
+    """ " (FILE:LINE: code)" of the last line of a traceback's text that is the model's (not this package's,
+    not torch's), else ""."""
+    ours = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in re.findall(r'File "([^"]+)", line (\d+), in \w+\n\s*(.+)', trace)
+              if not f[0].startswith((ours, os.path.dirname(torch.__file__)))]
+    return f" ({os.path.basename(frames[-1][0])}:{frames[-1][1]}: {frames[-1][2].strip()})" if frames else ""
+
+
+def _refuse_data_dependent_shapes(program) -> None:
+    """FrontendError where a tensor's shape depends on the input's values (x[mask], nonzero, masked_select,
+    unique): the compile stage needs every shape when it compiles, and torch-mlir's lowering of such a
+    program grew past 17 GB in two minutes instead of failing. The message names the op and its source line."""
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and not all(isinstance(d, int) for d in value.shape):
+            raise FrontendError(f"{node.target} makes a tensor of shape {list(value.shape)}, which depends on the "
+                                f"input's values{_user_line(node.meta.get('stack_trace') or '')}: every shape must be known when the model compiles; a "
+                                "form of fixed shape lowers (torch.where(mask, x, 0) in place of x[mask])")
+
+
 def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[list[int]]]:
     """(IR text, lifted state names, output shapes). `inputs`: tensors and Python numbers."""
     from torch_mlir import fx
@@ -337,8 +359,14 @@ def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[
     names = list(state)
     lifted = _Lifted(model, names, [None if isinstance(x, torch.Tensor) else x for x in inputs])
     with torch.no_grad():
-        module = fx.export_and_import(lifted, *tensor_inputs(inputs), *[state[n].detach() for n in names],
-                                      output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
+        try:
+            program = torch.export.export(lifted, (*tensor_inputs(inputs), *[state[n].detach() for n in names]))
+        except GuardOnDataDependentSymNode as e:
+            raise FrontendError(f"forward decides in Python on a tensor's value{_user_line(str(e))}, which cannot be "
+                                "traced: the ops a model runs must not depend on its inputs' values (torch.where "
+                                "chooses per element)") from None
+        _refuse_data_dependent_shapes(program)
+        module = fx.export_and_import(program, output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
                                       decomposition_table=_decompositions())
     _strip_asserts(module)
     func = next(op for op in module.body.operations if op.operation.name == "func.func")
@@ -430,6 +458,8 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
         try:
             with _stderr_to(diagnostics):  # MLIR prints its diagnostics (the failing op) to fd 2
                 text, names, outputs = export_linalg(model, inputs)
+        except FrontendError as e:  # refused before torch-mlir ran, with the reason
+            raise FrontendError(f"{path.name}: {e}") from None
         except Exception as e:  # torch.export and torch-mlir raise many types; all mean "cannot export"
             diagnostics.seek(0)
             errors = [line for line in diagnostics.read().splitlines() if "error:" in line]

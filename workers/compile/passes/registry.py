@@ -5,9 +5,10 @@ from typing import Callable
 
 from workers.compile import host, mlir
 from workers.compile.passes import (alignment, block_sync, collapse_reduction_loops, copy_returned_views,
-                                    interleave_columns, k_loops, kernel_arguments, narrow_matmul_operands,
-                                    outline_kernels, reduce_in_stages, reuse_reads, scalar_unit_loop,
-                                    separate_fill_inits, shared_memory, tensor_core_conversion, warp_merge, wgmma)
+                                    extracted_scalars, interleave_columns, k_loops, kernel_arguments,
+                                    narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
+                                    scalar_unit_loop, separate_fill_inits, shared_memory, tensor_core_conversion,
+                                    warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
@@ -15,6 +16,7 @@ from workers.records import VECTOR_BYTES
 Pass = Callable[[mlir.ir.Module], "list[str] | None"]
 
 PASSES: dict[str, Pass] = {
+    extracted_scalars.NAME: extracted_scalars.run,
     "farm-narrow-matmul-operands": narrow_matmul_operands.narrow_matmul_operands,
     reduce_in_stages.NAME: reduce_in_stages.run,
     collapse_reduction_loops.NAME: collapse_reduction_loops.run,
