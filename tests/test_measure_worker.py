@@ -4,6 +4,7 @@ CSV recorded on the H200, the reports, and the skip path. The GPU paths themselv
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -427,6 +428,27 @@ def test_tolerance_is_widened_by_twice_pytorchs_own_error():
     assert within.passed and within.library_abs_err == pytest.approx(4e-4)
     assert not compare("out", ours + torch.tensor([2e-3, 0.0]), exact, library, 1e-4, 1e-4).passed
     assert not compare("out", torch.tensor([float("nan"), 10.0]), exact, library, 1e-4, 1e-4).passed
+
+
+def test_outputs_are_compared_a_chunk_at_a_time_with_the_same_verdict(monkeypatch):
+    """KernelBench's outputs of 6-16 GB are compared COMPARE_CHUNK elements at a time (whole, the float64
+    temporaries ran an 80 GB H100 out of memory): chunks of 3 give the whole comparison's errors and verdict,
+    a NaN included."""
+    import torch
+
+    from workers.measure import gpu_run
+
+    exact = torch.linspace(-1, 1, 10, dtype=torch.float64)
+    library = exact + 1e-5
+    ours = exact.float().clone()
+    ours[8] += 0.01  # in the last full chunk
+    whole = gpu_run.compare("out", ours, exact, library, 1e-4, 1e-4)
+    monkeypatch.setattr(gpu_run, "COMPARE_CHUNK", 3)
+    chunked = gpu_run.compare("out", ours, exact, library, 1e-4, 1e-4)
+    assert chunked == whole and not chunked.passed
+    assert chunked.max_abs_err == pytest.approx(0.01, rel=1e-3) and chunked.library_abs_err == pytest.approx(1e-5)
+    ours[9] = float("nan")
+    assert math.isnan(gpu_run.compare("out", ours, exact, library, 1e-4, 1e-4).max_abs_err)
 
 
 def test_inputs_are_drawn_on_the_device_asked_for_else_on_the_cpu(tmp_path):
