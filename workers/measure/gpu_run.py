@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import copy
 import gc
-import math
 import json
+import math
 import os
 import sys
 import time
@@ -87,12 +87,11 @@ def compare(buffer: str, got, exact, library, atol: float, rtol: float) -> Outpu
     Compared COMPARE_CHUNK elements at a time, so that the temporaries stay small."""
     import torch
 
-    chunks = lambda t: t.reshape(-1).split(COMPARE_CHUNK)  # noqa: E731
-    library_err = max((float((lib.double() - ex.double()).abs().max()) for lib, ex in zip(chunks(library), chunks(exact))),
-                      default=0.0)
+    library_err = max((float((lib.double() - ex.double()).abs().max())
+                       for lib, ex in zip(_chunks(library), _chunks(exact))), default=0.0)
     max_abs = max_rel = 0.0
     passed = True
-    for ours, ex in zip(chunks(got), chunks(exact)):
+    for ours, ex in zip(_chunks(got), _chunks(exact)):
         ours, ex = ours.double(), ex.double()
         diff = (ours - ex).abs()
         max_abs = _larger(max_abs, float(diff.max()))
@@ -100,6 +99,10 @@ def compare(buffer: str, got, exact, library, atol: float, rtol: float) -> Outpu
         passed = passed and bool(torch.isfinite(ours).all()) and \
             bool((diff <= atol + rtol * ex.abs() + 2 * library_err).all())
     return OutputError(buffer, max_abs, max_rel, passed, library_err)
+
+
+def _chunks(t) -> tuple:
+    return t.reshape(-1).split(COMPARE_CHUNK)
 
 
 def _larger(a: float, b: float) -> float:
@@ -142,7 +145,7 @@ class Runner:
         self.model = model.cuda()
         self.inputs = _on_gpu(inputs)
         self.device = torch.cuda.get_device_name()
-        import pycuda.driver as cuda
+        import pycuda.driver as cuda  # after the model: a model that cannot load says so first
 
         cuda.init()
         self.context = cuda.Device(torch.cuda.current_device()).retain_primary_context()
