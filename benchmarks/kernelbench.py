@@ -21,11 +21,13 @@ than the peer by more than a factor p (KernelBench's metric; its README gives to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import math
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -204,14 +206,67 @@ def compile_all(items: list[tuple[int, Path]], out: Path, again: bool, failed: b
 
 # -- measure (GPU node) -----------------------------------------------------------------------------
 
+ELEMENT_BYTES = {"float64": 8, "int64": 8, "float16": 2, "bfloat16": 2, "int16": 2, "bool": 1, "int8": 1, "uint8": 1}
+# a warm-up's GPU memory over its inputs' and outputs' (zeros in, the compiled model's buffers): a guess that
+# lets 3 elementwise problems of 6 GB in and out warm at once on 80 GB; one that runs out is measured anyway
+WARM_MEMORY_FACTOR = 1.5
+
+
+def warm_up_bytes(job: Path) -> int:
+    """About what one problem's torch.compile warm-up holds on the GPU, from its model_info.json (outputs
+    counted as 4 bytes an element)."""
+    from workers.records import ModelInfo
+
+    info = ModelInfo.from_json((job / MODEL_INFO_FILE).read_text())
+    inputs = sum(math.prod(s) * ELEMENT_BYTES.get(d, 4) for s, d in zip(info.input_shapes, info.input_dtypes))
+    return int(WARM_MEMORY_FACTOR * (inputs + sum(math.prod(s) * 4 for s in info.output_shapes)))
+
+
+def gpu_memory_bytes() -> int | None:
+    """The first GPU's memory (nvidia-smi), None where it cannot say."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30)
+        return int(done.stdout.split()[0]) << 20 if done.returncode == 0 else None
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+class MemoryAdmission:
+    """Lets work in while what it holds fits `budget` bytes; a piece larger than the budget runs alone.
+    15 warm-ups of KernelBench's 6 GB problems at once ran an 80 GB card out of memory."""
+
+    def __init__(self, budget: int | None):
+        self.budget, self.held = budget, 0
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, need: int):
+        need = need if self.budget is None else min(need, self.budget)
+        with self._changed:
+            self._changed.wait_for(lambda: self.budget is None or self.held + need <= self.budget)
+            self.held += need
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.held -= need
+                self._changed.notify_all()
+
+
 def _precompile_peers(jobs: list[Path], workers: int) -> list[str]:
     """torch.compile of each problem's model in parallel processes, filling Inductor's cache, so that
-    the sequential timing (one problem at a time on the GPU) spends no minutes compiling. Returns the
-    problems whose warm-up failed (their timing compiles, or reports torch.compile's error)."""
+    the sequential timing (one problem at a time on the GPU) spends no minutes compiling; as many at once as
+    the GPU's memory holds (MemoryAdmission, 90% of it). Returns the problems whose warm-up failed (their
+    timing compiles, or reports torch.compile's error)."""
+    total = gpu_memory_bytes()
+    admission = MemoryAdmission(int(total * 0.9) if total else None)
+
     def one(job: Path) -> str:
         try:
-            done = subprocess.run([sys.executable, "-m", "workers.measure.warm_peer", str(job)],
-                                  capture_output=True, text=True, timeout=600)
+            with admission.hold(warm_up_bytes(job)):
+                done = subprocess.run([sys.executable, "-m", "workers.measure.warm_peer", str(job)],
+                                      capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
             return f"{job.name} (600 s)"
         last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]  # a traceback's verdict

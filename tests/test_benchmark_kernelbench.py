@@ -119,3 +119,39 @@ def test_measure_writes_a_row_per_problem_as_the_batch_goes_and_resumes_after_th
     (out / "level0" / "starts.log").unlink()
     assert len(kernelbench.measure_all(items, out, False, 5, 60, 8)) == 2
     assert not (out / "level0" / "starts.log").exists(), "recorded rows are not measured again"
+
+
+def test_warm_ups_are_admitted_while_their_gpu_memory_fits(tmp_path):
+    """Four warm-ups of 40 units each on a budget of 100 run two at a time; one larger than the budget runs
+    alone; without a budget (no nvidia-smi) all run at once. The estimate comes from model_info.json."""
+    import threading
+    import time
+
+    from workers.records import ModelInfo
+
+    def peak(admission, needs: list[int]) -> int:
+        seen, lock, at_once = [], threading.Lock(), [0]
+
+        def work(need: int) -> None:
+            with admission.hold(need):
+                with lock:
+                    at_once[0] += 1
+                    seen.append(at_once[0])
+                time.sleep(0.05)
+                with lock:
+                    at_once[0] -= 1
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in needs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return max(seen)
+
+    assert peak(kernelbench.MemoryAdmission(100), [40] * 4) == 2
+    assert peak(kernelbench.MemoryAdmission(100), [500, 40]) == 1
+    assert peak(kernelbench.MemoryAdmission(None), [40] * 4) == 4
+    info = ModelInfo(name="m", model_path="m.py", ops=[], input_shapes=[[1024, 1024]], input_dtypes=["float16"],
+                     weight_names=[], output_shapes=[[1024]], export_seconds=0.0)
+    (tmp_path / "model_info.json").write_text(info.to_json())
+    assert kernelbench.warm_up_bytes(tmp_path) == int(kernelbench.WARM_MEMORY_FACTOR * (1024 * 1024 * 2 + 1024 * 4))
