@@ -14,6 +14,7 @@ import torch
 from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
 from workers.compile.passes import collapse_reduction_loops, extracted_scalars, reduce_in_stages, registry
+from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded,
                               argsort_decomposition, index_add_decomposition, masked_fill_decomposition,
@@ -590,3 +591,16 @@ def test_shapes_and_branches_that_depend_on_values_are_refused_at_once_naming_th
     with pytest.raises(FrontendError, match=says):
         lower_model(str(BREADTH / f"{name}.py"), str(tmp_path / name))
     assert time.monotonic() - start < 60
+
+
+def test_a_fill_shared_by_a_sum_and_an_argmax_becomes_one_fill_each(tmp_path):
+    """(x > 0).sum(1) and x.argmax(1): CSE made one zeros fill the init of the integer sum and of the argmax's
+    index; the pair's kernel took no fill it shared, and the host check found it left on the host."""
+    job, params, config = compiled(tmp_path, "count_and_argmax")
+    with mlir.context():
+        module = mlir.parse((job / "model_linalg.mlir").read_text(), "model_linalg.mlir")
+        for step in PassPipeline.from_text((job / "v0" / "pass_pipeline.txt").read_text()).before_schedule():
+            registry.run_step(step, module)
+        fills = mlir.ops_named(module.operation, "linalg.fill")
+        assert all(len(list(f.results[0].uses)) == 1 for f in fills), "every fill initialises one op"
+    assert {s.family for s in params.ops} >= {"reduction"} and len(config.launches) >= 2

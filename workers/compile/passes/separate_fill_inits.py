@@ -1,5 +1,10 @@
-"""farm-separate-fill-inits: a matmul's accumulator fill whose tensor.empty other ops write too gets a tensor.empty
-of its own.
+"""farm-separate-fill-inits: fills that CSE merged with other inits are separated again.
+
+A fill that initialises several ops, one of them a reduction of two results (an argmax's index and a row's
+integer sum, both from zeros), becomes one fill per op: the pair's kernel fuses no fill it shares, and the
+shared one was left on the host. (Fills shared among single-result reductions, topk's rounds, fuse into each.)
+
+A matmul's accumulator fill whose tensor.empty other ops write too gets a tensor.empty of its own.
 
 CSE merges equal tensor.empty ops: an f32 Linear's accumulator fill and the epilogue after it (bias, ReLU)
 then start from one empty tensor. Fused into the epilogue's kernel, the fill initialises a slice of the
@@ -19,6 +24,9 @@ MATMULS = ("linalg.matmul", "linalg.batch_matmul")
 
 
 def run(module: ir.Module) -> None:
+    for op in list(main_func(module).regions[0].blocks[0].operations):
+        if op.operation.name == "linalg.fill":
+            _fill_per_user(op.operation)
     for op in main_func(module).regions[0].blocks[0].operations:
         if op.operation.name != "linalg.fill":
             continue
@@ -32,3 +40,28 @@ def run(module: ir.Module) -> None:
         with ir.InsertionPoint(op), op.location:
             own = tensor.EmptyOp(init.type.shape, init.type.element_type).result
         op.operation.operands[1] = own
+
+
+def _initialises(use) -> bool:
+    """`use` is an init (outs) operand of a linalg op on tensors: its inits are its last operands, one per result."""
+    owner = use.owner.operation
+    return owner.name.startswith("linalg.") and use.operand_number >= len(owner.operands) - len(owner.results)
+
+
+def _fill_per_user(fill) -> None:
+    """Where `fill`'s result initialises several ops, one of them of two results or more, each op after the
+    first gets a clone of the fill over an empty tensor of its own (a fill read as an input stays shared)."""
+    users = []
+    for use in fill.results[0].uses:
+        if _initialises(use) and not any(use.owner.operation == user for user in users):
+            users.append(use.owner.operation)
+    if not any(len(user.results) > 1 for user in users):
+        return
+    for user in users[1:]:
+        with ir.InsertionPoint(user), fill.location:
+            own = tensor.EmptyOp(fill.operands[1].type.shape, fill.operands[1].type.element_type).result
+            clone = fill.clone(ir.InsertionPoint(user))
+        clone.operands[1] = own
+        for use in list(fill.results[0].uses):
+            if use.owner.operation == user and _initialises(use):
+                user.operands[use.operand_number] = clone.results[0]
