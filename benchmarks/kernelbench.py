@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import datetime
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -432,8 +433,14 @@ def measure_table(rows: list[MeasureRow]) -> str:
 
 
 def _commit() -> str:
-    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
+    """FARM_COMMIT where the caller names it (a GPU node's copy of the tree can carry a stale git HEAD: the
+    records of 2026-12-05 named one), else HEAD, with "+changes" where tracked files differ from it."""
+    if os.environ.get("FARM_COMMIT"):
+        return os.environ["FARM_COMMIT"]
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run([*git, "diff", "--quiet", "HEAD"], capture_output=True).returncode == 1
+    return (head or "unknown") + ("+changes" if head and changed else "")
 
 
 def record(path: str, title: str, table: str, device: str) -> None:

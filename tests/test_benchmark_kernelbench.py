@@ -155,3 +155,17 @@ def test_warm_ups_are_admitted_while_their_gpu_memory_fits(tmp_path):
                      weight_names=[], output_shapes=[[1024]], export_seconds=0.0)
     (tmp_path / "model_info.json").write_text(info.to_json())
     assert kernelbench.warm_up_bytes(tmp_path) == int(kernelbench.WARM_MEMORY_FACTOR * (1024 * 1024 * 2 + 1024 * 4))
+
+
+def test_a_record_names_the_commit_the_caller_gives_else_head_marked_when_the_tree_differs(tmp_path, monkeypatch):
+    """A GPU node's copy of the tree named a stale git HEAD in its records: FARM_COMMIT overrides it, and a
+    tree that differs from HEAD says so."""
+    import subprocess
+
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    monkeypatch.delenv("FARM_COMMIT", raising=False)
+    assert kernelbench._commit() in (head, head + "+changes")
+    monkeypatch.setenv("FARM_COMMIT", "abc1234")
+    kernelbench.record(str(tmp_path / "r.md"), "t", "| table |", "GPU")
+    assert "Commit: abc1234." in (tmp_path / "r.md").read_text()

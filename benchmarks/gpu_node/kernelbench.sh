@@ -1,7 +1,8 @@
 # On a GPU node: the KernelBench harness's measure step (benchmarks/kernelbench.py measure) on the problems
 # compiled on a CPU machine and packed there (`kernelbench.py pack --out DIR`). Carry .gpu-bundle/site.tar.xz,
 # .whl and .kb-carry/ (every archive there is unpacked). The table and the rows come back under $OUT.
-#   bash benchmarks/gpu_node/kernelbench.sh DIR [kernelbench.py measure options, e.g. --level 1]
+#   FARM_COMMIT=<sha> bash benchmarks/gpu_node/kernelbench.sh DIR [kernelbench.py measure options, e.g. --level 1]
+# (FARM_COMMIT: the commit the records name; the node's copy of the tree may carry a stale git HEAD.)
 [ $# -ge 1 ] || { echo "usage: kernelbench.sh DIR [measure options]" >&2; exit 2; }
 set -e
 source benchmarks/gpu_node/env.sh
