@@ -394,6 +394,17 @@ def test_a_batch_goes_on_past_faults_hangs_and_deaths_in_a_new_process_each(tmp_
     assert "not asked for" in (tmp_path / "ok-0" / "v0" / "ncu_summary.md").read_text()
 
 
+def test_a_batch_version_refused_before_the_gpu_keeps_its_reason(tmp_path, monkeypatch):
+    """A version that never compiled is not sent to the GPU process; its reports keep why, and the others run."""
+    monkeypatch.setattr("workers.measure.gpu_unavailable", lambda: None)
+    monkeypatch.setattr("workers.measure.gpu_run.COMMAND", [sys.executable, "-c", FAKE_BATCH_CHILD])
+    jobs = _jobs(tmp_path, ["ok", "uncompiled"])
+    (Path(jobs[1][0]) / "v0" / "compile_result.json").write_text(json.dumps({"ok": False, "stage": "ptxas"}))
+    ran, refused = measure_batch(jobs, timeout_s=5)
+    assert ran.status == "ok" and refused.status == "skipped" and "stage ptxas" in refused.error
+    assert "stage ptxas" in (Path(jobs[1][0]) / "v0" / "ncu_summary.md").read_text()
+
+
 def test_a_batch_starts_no_version_past_its_time(tmp_path, monkeypatch):
     monkeypatch.setattr("workers.measure.gpu_unavailable", lambda: None)
     monkeypatch.setattr("workers.measure.gpu_run.COMMAND", [sys.executable, "-c", FAKE_BATCH_CHILD])

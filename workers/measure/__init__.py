@@ -102,6 +102,12 @@ def _result(job_dir: str, version: int, config: LaunchConfig, outcome: RunOutcom
     return result
 
 
+def _write_unprofiled(job_dir: str, version: int, result: MeasureResult) -> None:
+    """The NCU reports of a measurement that is not profiled: why (its status, or no profile asked for)."""
+    report.write_ncu_skipped(job_dir, version, "profiling was not asked for" if result.status == "ok"
+                             else f"the iteration's status is {result.status}")
+
+
 def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_s: float = 600) -> MeasureResult:
     """Write v{version}/{benchmark.md, ncu_summary.md, ncu_details.md} and return the result.
 
@@ -112,10 +118,8 @@ def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_
         return ended
     result = _result(job_dir, version, config, _run_child(job_dir, version, timeout_s))
     left = deadline - time.monotonic()
-    if result.status != "ok":
-        report.write_ncu_skipped(job_dir, version, f"the iteration's status is {result.status}")
-    elif not profile:
-        report.write_ncu_skipped(job_dir, version, "profiling was not asked for")
+    if result.status != "ok" or not profile:
+        _write_unprofiled(job_dir, version, result)
     elif left < 1:
         report.write_ncu_skipped(job_dir, version, f"no time left of the {timeout_s:.0f} s measurement limit")
     else:
@@ -139,14 +143,12 @@ def measure_batch(versions: list[tuple[str, int]], timeout_s: float = 600, until
 
     def report_result(i: int, result: MeasureResult) -> None:
         results[i] = result
-        report.write_ncu_skipped(*versions[i], "profiling was not asked for" if result.status == "ok"
-                                 else f"the iteration's status is {result.status}")
         if observe:
             observe(i, result)
 
     for i, (job_dir, version) in enumerate(versions):
         config, ended = _preflight(job_dir, version)
-        if ended:
+        if ended:  # its reports say why already
             report_result(i, ended)
         else:
             configs[i] = config
@@ -162,7 +164,9 @@ def measure_batch(versions: list[tuple[str, int]], timeout_s: float = 600, until
         for i in configs:
             if results[i] is None and os.path.exists(paths[i]):  # written whole: write_text renames
                 with open(paths[i]) as r:
-                    report_result(i, _result(*versions[i], configs[i], RunOutcome.from_json(r.read())))
+                    result = _result(*versions[i], configs[i], RunOutcome.from_json(r.read()))
+                _write_unprofiled(*versions[i], result)
+                report_result(i, result)
         return sum(results[i] is not None for i in configs)
 
     try:
