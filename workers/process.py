@@ -38,6 +38,12 @@ class MemoryLimitExceeded(Exception):
     """The child's process group held more resident memory than it was allowed, and was killed."""
 
 
+def _start_group(cmd: list[str], stdout, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """cmd in a process group of its own, stderr into `stdout`, unbuffered, dying with its parent."""
+    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}, preexec_fn=die_with_parent)
+
+
 def run_in_group(cmd: list[str], timeout_s: float, memory_bytes: int | None = None,
                  env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run cmd in its own process group; return (exit status, stdout and stderr together). On timeout the
@@ -46,9 +52,7 @@ def run_in_group(cmd: list[str], timeout_s: float, memory_bytes: int | None = No
     memory_bytes bounds the group's resident memory (address space that is reserved but never touched
     does not count, as a lowering's unwritten 17 GB input does not), checked twice a second:
     MemoryLimitExceeded."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
-                            preexec_fn=die_with_parent)
+    proc = _start_group(cmd, subprocess.PIPE, env)
     over = threading.Event()
 
     def watch() -> None:
@@ -85,8 +89,7 @@ def run_while_progressing(cmd: list[str], progress: Callable[[], int], stall_s: 
     killed. Returns (exit status, or None when it stalled and was killed; the output's last 4,000
     characters). The child dies with its parent."""
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=die_with_parent)
+        proc = _start_group(cmd, log)
         done, since, stalled = progress(), time.monotonic(), False
         while proc.poll() is None:
             time.sleep(0.5)
