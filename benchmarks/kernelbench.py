@@ -207,7 +207,6 @@ def compile_all(items: list[tuple[int, Path]], out: Path, again: bool, failed: b
 
 # -- measure (GPU node) -----------------------------------------------------------------------------
 
-ELEMENT_BYTES = {"float64": 8, "int64": 8, "float16": 2, "bfloat16": 2, "int16": 2, "bool": 1, "int8": 1, "uint8": 1}
 # a warm-up's GPU memory over its inputs' and outputs' (zeros in, the compiled model's buffers): a guess that
 # lets 3 elementwise problems of 6 GB in and out warm at once on 80 GB; one that runs out is measured anyway
 WARM_MEMORY_FACTOR = 1.5
@@ -216,10 +215,12 @@ WARM_MEMORY_FACTOR = 1.5
 def warm_up_bytes(job: Path) -> int:
     """About what one problem's torch.compile warm-up holds on the GPU, from its model_info.json (outputs
     counted as 4 bytes an element)."""
+    import torch
+
     from workers.records import ModelInfo
 
     info = ModelInfo.from_json((job / MODEL_INFO_FILE).read_text())
-    inputs = sum(math.prod(s) * ELEMENT_BYTES.get(d, 4) for s, d in zip(info.input_shapes, info.input_dtypes))
+    inputs = sum(math.prod(s) * getattr(torch, d).itemsize for s, d in zip(info.input_shapes, info.input_dtypes))
     return int(WARM_MEMORY_FACTOR * (inputs + sum(math.prod(s) * 4 for s in info.output_shapes)))
 
 

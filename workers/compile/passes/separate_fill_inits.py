@@ -38,8 +38,12 @@ def run(module: ir.Module) -> None:
                 or len(list(init.uses)) < 2:
             continue
         with ir.InsertionPoint(op), op.location:
-            own = tensor.EmptyOp(init.type.shape, init.type.element_type).result
-        op.operation.operands[1] = own
+            op.operation.operands[1] = _empty_like(init)
+
+
+def _empty_like(value: ir.Value) -> ir.Value:
+    """A tensor.empty of `value`'s type, at the current insertion point."""
+    return tensor.EmptyOp(value.type.shape, value.type.element_type).result
 
 
 def _initialises(use) -> bool:
@@ -59,7 +63,7 @@ def _fill_per_user(fill) -> None:
         return
     for user in users[1:]:
         with ir.InsertionPoint(user), fill.location:
-            own = tensor.EmptyOp(fill.operands[1].type.shape, fill.operands[1].type.element_type).result
+            own = _empty_like(fill.operands[1])
             clone = fill.clone(ir.InsertionPoint(user))
         clone.operands[1] = own
         for use in list(fill.results[0].uses):
