@@ -13,7 +13,8 @@ import torch
 
 from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
-from workers.compile.passes import collapse_reduction_loops, extracted_scalars, reduce_in_stages, registry
+from workers.compile.passes import (collapse_reduction_loops, extracted_scalars, reduce_in_stages, registry,
+                                    scalar_unit_loop)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded,
@@ -604,3 +605,51 @@ def test_a_fill_shared_by_a_sum_and_an_argmax_becomes_one_fill_each(tmp_path):
         fills = mlir.ops_named(module.operation, "linalg.fill")
         assert all(len(list(f.results[0].uses)) == 1 for f in fills), "every fill initialises one op"
     assert {s.family for s in params.ops} >= {"reduction"} and len(config.launches) >= 2
+
+
+def test_the_unit_loop_in_front_of_a_scalar_reduction_keeps_its_loop_index_on_its_own_loop():
+    """cross_entropy's mean gathers predictions[i, target[i]] at its loop index i; farm-scalar-unit-loop put
+    a unit loop in front and left `linalg.index 0` naming it, so every row read row 0's score (KernelBench
+    level1/95 was wrong by 0.0097 on the H100)."""
+    src = """#in = affine_map<(d0) -> (d0)>
+    #out = affine_map<(d0) -> ()>
+    module {
+      func.func @forward(%p: tensor<8x4xf32>, %t: tensor<8xindex>) -> tensor<f32> {
+        %zero = arith.constant 0.0 : f32
+        %e = tensor.empty() : tensor<f32>
+        %init = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+        %r = linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]} ins(%t : tensor<8xindex>) outs(%init : tensor<f32>) {
+        ^bb0(%target: index, %acc: f32):
+          %row = linalg.index 0 : index
+          %score = tensor.extract %p[%row, %target] : tensor<8x4xf32>
+          %sum = arith.addf %score, %acc : f32
+          linalg.yield %sum : f32
+        } -> tensor<f32>
+        return %r : tensor<f32>
+      }
+    }"""
+    with mlir.context():
+        module = mlir.parse(src, "t")
+        registry.run_step(scalar_unit_loop.NAME, module)
+        text = str(module)
+    assert 'iterator_types = ["parallel", "reduction"]' in text
+    assert re.search(r"(%\d+) = linalg.index 1 : index\s*%extracted = tensor.extract %arg0\[\1, %in\]", text), text
+
+
+def test_a_reduction_that_reads_its_loop_index_reduces_in_a_block_and_refuses_a_split(tmp_path):
+    """structured.split_reduction reshapes the reduction loop without renumbering linalg.index, so such a
+    mean (cross_entropy's over 8192 rows) takes a block reduction, whose tile_reduction_using_forall offsets
+    each thread's index, and a split of it is refused."""
+    model = tmp_path / "cross_entropy_8192.py"
+    model.write_text((BREADTH / "cross_entropy.py").read_text().replace("randn(64, 40)", "randn(8192, 40)")
+                     .replace("(64,)", "(8192,)"))
+    job = tmp_path / "job"
+    lower_model(str(model), str(job))
+    params = initial_params(str(job))
+    info = json.loads((job / "model_info.json").read_text())
+    gathering = [s for s in params.ops if s.block_reduction and s.op_index == len(info["ops"]) - 2]
+    assert gathering and not gathering[0].split_reduction, params.ops
+    gathering[0].block_reduction, gathering[0].split_reduction = 0, 64
+    gathering[0].warp_merge = gathering[0].interleave_columns = gathering[0].vectorize = False
+    result = compile_iteration(str(job), 0, params)
+    assert not result.ok and "does not renumber linalg.index" in result.error

@@ -29,8 +29,12 @@ class LinalgOpFacts:
     n_inputs: int  # operand index of the first init
     single_use: bool  # its result has exactly one use
     input_dtypes: list[str] = field(default_factory=list)  # element type per input operand
-    # its reduction folds each value into one accumulator (mlir.reduction_combiner), so it splits into
-    # partials over threads or blocks; an argmax's value-and-index pair does not
+    # its reduction folds each value into one accumulator (mlir.reduction_combiner), so a block's threads
+    # share each output (tile_reduction_using_forall offsets each thread's linalg.index); an argmax's
+    # value-and-index pair does not
+    block_reducible: bool = False
+    # ... and its body reads no loop index, so it also splits into partials over blocks:
+    # structured.split_reduction reshapes the reduction loop without renumbering linalg.index
     splittable: bool = False
     lines: list[int] = field(default_factory=list)  # lines of model_linalg.mlir it comes from (mlir.source_lines)
 
@@ -101,6 +105,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
             if family == "reduction" and mlir.is_contraction(op):
                 family = "matmul"
             flops = math.prod(ranges) * (2 if family in ("matmul", "conv") else 1)
+            one_accumulator = "reduction" in iterators and mlir.reduction_combiner(op) is not None
             facts.append(LinalgOpFacts(
                 info=OpInfo(index=i, name=name, family=family, loop_ranges=ranges,
                             iterator_types=iterators, dtype=dtype, flops=flops,
@@ -113,7 +118,8 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
                 init_producer=producers[n_inputs] if len(producers) > n_inputs else None,
                 n_inputs=n_inputs,
                 single_use=len(list(result.uses)) == 1,
-                splittable="reduction" in iterators and mlir.reduction_combiner(op) is not None,
+                block_reducible=one_accumulator,
+                splittable=one_accumulator and not mlir.reads_loop_index(op),
                 input_dtypes=[str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)
                               else str(v.type) for v in o.operands[:n_inputs]],
                 lines=mlir.source_lines(named_op.operation),

@@ -167,10 +167,10 @@ COMBINING_OPS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf",
 
 def reduction_combiner(generic) -> str | None:
     """The operation a one-result linalg.generic folds each value into its accumulator with, where its
-    body ends `acc <op> value` (or `value <op> acc`), reads the accumulator nowhere else and no loop
-    index (an argmax's value-and-index pair does not split); else None."""
+    body ends `acc <op> value` (or `value <op> acc`) and reads the accumulator nowhere else (an argmax's
+    value-and-index pair does not split); else None. The body may read a loop index (reads_loop_index)."""
     o = generic.operation
-    if len(o.results) != 1 or ops_named(o, "linalg.index", first_only=True):
+    if len(o.results) != 1:
         return None
     block = o.regions[0].blocks[0]
     acc = block.arguments[len(block.arguments) - 1]
@@ -182,6 +182,11 @@ def reduction_combiner(generic) -> str | None:
     if owner.name not in COMBINING_OPS or len(uses) != 1 or uses[0] != owner or list(owner.operands).count(acc) != 1:
         return None
     return owner.name
+
+
+def reads_loop_index(generic) -> bool:
+    """Whether the op's body reads a loop index (linalg.index: a gather at each row's own target)."""
+    return bool(ops_named(generic.operation, "linalg.index", first_only=True))
 
 
 EXTENSIONS = ("arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp")

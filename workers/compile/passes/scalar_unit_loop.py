@@ -3,13 +3,15 @@
 A kernel is a tiled loop nest (scf.forall), and an op without loops cannot be tiled: a loss's mean, a
 reduction to one value, and the scalar arithmetic after it (`sum / n`) would be left on the host. With a
 leading unit loop whose result is tensor<1xT> (the 0-D init expanded, the result collapsed back for its
-users) such an op is tiled, fused and mapped like any other. Runs after `linalg-fold-unit-extent-dims`,
-which would drop the loop again; canonicalization folds the init's expand_shape into its fill.
+users) such an op is tiled, fused and mapped like any other. Its body's `linalg.index d` become
+`linalg.index d+1` (cross-entropy's gather of each row's target read row 0 for every row before). Runs after
+`linalg-fold-unit-extent-dims`, which would drop the loop again; canonicalization folds the init's
+expand_shape into its fill.
 """
 from __future__ import annotations
 
-from workers.compile.mlir import ir, main_func, rebuilt_generic
-from numba_cuda_mlir._mlir.dialects import tensor
+from workers.compile.mlir import ir, main_func, ops_named, rebuilt_generic
+from numba_cuda_mlir._mlir.dialects import linalg, tensor
 
 NAME = "farm-scalar-unit-loop"
 
@@ -55,3 +57,23 @@ def _with_unit_loop(op) -> None:
                 result = tensor.CollapseShapeOp(old.type, result, ir.ArrayAttr.get([])).result
             old.replace_all_uses_with(result)
     o.erase()
+    _shift_index_ops(new)
+
+
+def _shift_index_ops(generic) -> None:
+    """Each `linalg.index d` of the generic's body (not of a linalg op nested in it) reads loop d+1."""
+    for index in ops_named(generic, "linalg.index"):
+        if _owning_linalg(index) != generic.operation:
+            continue
+        dim = ir.IntegerAttr(index.attributes["dim"]).value
+        with ir.InsertionPoint(index), index.location:
+            index.results[0].replace_all_uses_with(linalg.IndexOp(dim + 1).result)
+        index.erase()
+
+
+def _owning_linalg(op):
+    """The innermost linalg op whose region holds `op`."""
+    parent = op.parent
+    while not parent.name.startswith("linalg."):
+        parent = parent.parent
+    return parent.operation

@@ -20,11 +20,17 @@ MERGE_LOADS = 8  # partials a thread of a merge kernel loads at once
 
 
 def wants_split(facts: LinalgOpFacts) -> bool:
+    """wants_shared_outputs, and the op splits into partials over blocks (its body reads no loop index:
+    LinalgOpFacts.splittable)."""
+    return facts.splittable and wants_shared_outputs(facts)
+
+
+def wants_shared_outputs(facts: LinalgOpFacts) -> bool:
     """A row-like reduction (not a named matmul/conv/pooling, which v0 tiles otherwise) with few outputs
-    and a long reduction loop that splits (an even extent: an odd one, e.g. 13 x 29 x 29 collapsed, keeps
-    a thread per output; one accumulator: an argmax keeps a thread per output)."""
+    and a long reduction loop whose threads share each output (an even extent: an odd one, e.g. 13 x 29 x
+    29 collapsed, keeps a thread per output; one accumulator: an argmax keeps a thread per output)."""
     op = facts.info
-    if not facts.splittable:
+    if not facts.block_reducible:
         return False
     extents = reduction_extents(op)
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")

@@ -9,7 +9,8 @@ from typing import NamedTuple
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import (Group, plan_groups, ROW_LOOPS, row_kernel_members, group_family,
                                                reduction_member)
-from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_img2col, default_op_schedule,
+from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_shared_outputs, wants_img2col,
+                                                default_op_schedule,
                                                 transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
@@ -188,13 +189,13 @@ GRID_SPLIT_MIN_EXTENT = 1 << 16
 def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, sms: int) -> OpSchedule | None:
     """The one-kernel shape of a group whose anchor is a row-like reduction: a block per output,
     block_reduction_threads(K) threads reducing its K elements; None where it does not apply or a
-    split fills more of the GPU's `sms`."""
+    split fills more of the GPU's `sms` (an op that does not split keeps the block reduction)."""
     op = facts[g.anchor].info
-    if reduction_member(g, facts) != g.anchor or not wants_split(facts[g.anchor]):
+    if reduction_member(g, facts) != g.anchor or not wants_shared_outputs(facts[g.anchor]):
         return None
     extent = reduction_extents(op)[0]
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
-    if outputs < sms and extent >= GRID_SPLIT_MIN_EXTENT:
+    if facts[g.anchor].splittable and outputs < sms and extent >= GRID_SPLIT_MIN_EXTENT:
         return None
     block = _block_per_output(op)
     threads = block_reduction_threads(extent)
@@ -234,12 +235,21 @@ def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpS
 def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sms: int) -> ScheduleParams:
     """A copy of `params` where every split row reduction is a one-kernel block reduction instead
     (block_reduction_schedule), or where it keeps its split, merges its partials in a block per output
-    (merge_in_a_block); producers that this lets kernels fuse lose their own schedule."""
+    (merge_in_a_block); so is a row reduction that cannot split (its body reads a loop index: a
+    cross-entropy's gather of each row's target); producers that this lets kernels fuse lose their own
+    schedule."""
     new = ScheduleParams.from_dict(params.to_dict())
     groups = {g.anchor: g for g in plan_groups(facts, None)}
-    new.ops = [(block_reduction_schedule(groups[s.op_index], facts, s.family, sms)
-                or merge_in_a_block(s, groups[s.op_index], facts) if s.split_reduction
-                and s.op_index in groups else None) or s for s in new.ops]
+
+    def in_a_block(s: OpSchedule) -> OpSchedule | None:
+        if s.op_index not in groups:
+            return None
+        g = groups[s.op_index]
+        if s.split_reduction:
+            return block_reduction_schedule(g, facts, s.family, sms) or merge_in_a_block(s, g, facts)
+        return None if facts[s.op_index].splittable else block_reduction_schedule(g, facts, s.family, sms)
+
+    new.ops = [in_a_block(s) or s for s in new.ops]
     anchors = {g.anchor for g in plan_groups(facts, new)}
     new.ops = [s for s in new.ops if s.op_index in anchors]
     return new

@@ -62,7 +62,7 @@ def scalar_partial_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
     not fold into one) would be scratch."""
     anchor = facts[g.anchor]
     return g.producer is None and len(g.fills) <= 1 and not schedule.vectorize and _plain(schedule) \
-        and (anchor.splittable or "reduction" not in anchor.info.iterator_types) \
+        and (anchor.block_reducible or "reduction" not in anchor.info.iterator_types) \
         and set(schedule.thread_tile) <= {0, 1} and any(schedule.thread_tile)
 
 
@@ -155,6 +155,9 @@ def _check_split(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> 
         raise ScheduleError(f"op {op.index}: split_reduction needs a reduction in the kernel, and it has none")
     info = facts[member].info
     extents = reduction_extents(info)
+    if not facts[member].splittable:
+        raise ScheduleError(f"op {op.index}: split_reduction needs op {member} to fold into one accumulator and "
+                            "read no loop index (structured.split_reduction does not renumber linalg.index)")
     if split_over_blocks(info):
         if grid_blocks(schedule, op) != 1 or not reductions_trail(info):
             raise ScheduleError(f"op {op.index}: a matmul whose K spans {len(extents)} loops splits only with all "
@@ -176,6 +179,9 @@ def _check_block_reduction(schedule: OpSchedule, g: Group, facts: list[LinalgOpF
     op, threads = facts[g.anchor].info, schedule.block_reduction
     if reduction_member(g, facts) != g.anchor or len(reduction_extents(op)) != 1:
         raise ScheduleError(f"op {op.index}: block_reduction needs a kernel whose anchor op has one reduction loop")
+    if not facts[g.anchor].block_reducible:
+        raise ScheduleError(f"op {op.index}: block_reduction needs an op that folds into one accumulator (an "
+                            "argmax's value-and-index pair does not)")
     if schedule.split_reduction and (op.family != "reduction" or split_over_blocks(op)):
         raise ScheduleError(f"op {op.index}: block_reduction merges a split's partials only for a reduction op "
                             f"(not a {op.family})")
