@@ -653,3 +653,29 @@ def test_a_reduction_that_reads_its_loop_index_reduces_in_a_block_and_refuses_a_
     gathering[0].warp_merge = gathering[0].interleave_columns = gathering[0].vectorize = False
     result = compile_iteration(str(job), 0, params)
     assert not result.ok and "does not renumber linalg.index" in result.error
+
+
+def _lifetimes(config: LaunchConfig) -> dict[str, tuple[int, int]]:
+    uses: dict[str, list[int]] = {}
+    for i, launch in enumerate(config.launches):
+        for arg in launch.args:
+            if arg.buffer is not None:
+                uses.setdefault(arg.buffer, []).append(i)
+    return {name: (min(at), max(at)) for name, at in uses.items()}
+
+
+def test_a_scans_temporaries_share_the_memory_of_those_dead_by_then(tmp_path):
+    """A log-step scan makes a temporary per step (level1/89_cumsum asked the GPU for 76 GB of them): each
+    lives in the memory of one no later launch uses, never beside another of one launch, never in a
+    smaller one."""
+    _, _, config = compiled(tmp_path, "cumsum_reverse")
+    buffers = {b.name: b for b in config.buffers}
+    temporaries = [b for b in config.buffers if b.role == "temporary"]
+    shared = [b for b in temporaries if b.storage is not None]
+    assert len(shared) >= len(temporaries) // 2, [(b.name, b.storage) for b in temporaries]
+    lifetimes = _lifetimes(config)
+    for owner in {b.storage for b in shared}:
+        assert buffers[owner].role == "temporary" and buffers[owner].storage is None
+        tenants = sorted([owner] + [b.name for b in shared if b.storage == owner], key=lambda n: lifetimes[n])
+        assert all(lifetimes[a][1] < lifetimes[b][0] for a, b in zip(tenants, tenants[1:])), tenants
+        assert all(buffers[t].size_bytes() <= buffers[owner].size_bytes() for t in tenants)

@@ -21,7 +21,7 @@ from workers.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
 from workers.measure.tensor_map import tiled_arguments
 from workers.measure.timing import LAUNCH_HEADSTART_CYCLES, summarize, time_gpu
-from workers.records import KernelArg, LaunchConfig, MeasureResult, Timing
+from workers.records import BufferSpec, KernelArg, LaunchConfig, MeasureResult, Timing
 
 DATA = Path(__file__).parent / "data"
 POC = DATA / "poc_matmul"
@@ -480,3 +480,16 @@ def test_inputs_are_drawn_on_the_device_asked_for_else_on_the_cpu(tmp_path):
     module = load_module(str(host_only))
     fallback = draw_inputs(module, "h.py", 3, device="meta")
     assert fallback[0].device.type == "cpu" and torch.equal(fallback[0], draw_inputs(module, "h.py", 3)[0])
+
+
+def test_a_buffer_in_the_memory_of_no_earlier_temporary_large_enough_is_a_config_error():
+    config = poc_config()
+    owner = next(b for b in config.buffers if b.role in ("temporary", "output"))
+    config.buffers.append(BufferSpec(name="later", role="temporary", dtype=owner.dtype, shape=list(owner.shape),
+                                     source="alloc", storage=owner.name))
+    owner.role = "temporary"
+    check_config(config)
+    for role, shape in (("output", owner.shape), ("temporary", [1])):
+        owner.role, owner.shape = role, shape
+        with pytest.raises(ConfigError, match="storage"):
+            check_config(config)

@@ -5,6 +5,7 @@ message, a file in the job folder and a test fixture all carry the same thing.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from workers.jsonrecord import JsonRecord
@@ -21,7 +22,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 # Bytes per element of the MLIR element types the stages meet.
-ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
+ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i1": 1}
 VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
 
 # Register tiling that measured 15x faster than scalar per-thread loops for a 1024^3 f32 matmul on
@@ -269,6 +270,10 @@ class BufferSpec(JsonRecord):
     source: str  # "input:<i>", "weight:<state_dict name>", "constant", "alloc", "tensor_map"
     values: list[float] | None = None  # only for small "constant" buffers
     tensor_map: TensorMap | None = None  # only for "tensor_map" buffers: what the measure worker encodes
+    storage: str | None = None  # a temporary in the memory of this earlier one, dead by then (memory_plan)
+
+    def size_bytes(self) -> int:
+        return math.prod(self.shape) * ELEMENT_BYTES[self.dtype]
 
 
 @dataclass

@@ -56,6 +56,9 @@ def build(job_dir: str, vdir: str, result: CompileResult | None = None) -> Build
             if step == HOST_CHECK:
                 result.stage = "host-check"
                 launches = LaunchSequence(module, info).read()
+                if launches.shared_bytes:
+                    notes.append(f"memory plan: {launches.shared_bytes / 2**20:.1f} MiB of temporaries live in the "
+                                 "memory of temporaries dead by then")
                 result.stage = "lowering"
             else:
                 notes += registry.run_step(step, module, schedule)

@@ -3,7 +3,8 @@ and merge the outlined kernels into one PTX module.
 
 After kernel outlining, the host function may only allocate buffers, make views of them, launch
 kernels and return. Anything else (a loop, a copy, a linalg op) is compute left on the host: the
-iteration fails at this stage and is never replayed from Python.
+iteration fails at this stage and is never replayed from Python. Temporaries dead by the time another is
+first used lend it their memory (memory_plan).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import re
 import numpy as np
 
 from workers.compile import mlir
+from workers.compile.memory_plan import share_dead_temporaries
 from workers.records import TENSOR_MAP_BYTES, BufferSpec, KernelArg, KernelLaunch, ModelInfo, OutputSpec, TensorMap
 
 ir = mlir.ir
@@ -69,6 +71,7 @@ class LaunchSequence:
         self.outputs: list[OutputSpec] = []
         self._views: dict = {}  # SSA value (a buffer or a view of it) -> buffer name
         self._constants: dict = {}  # SSA value -> python scalar
+        self.shared_bytes = 0  # bytes of temporaries that live in a dead temporary's memory (memory_plan)
 
     def read(self) -> "LaunchSequence":
         func = mlir.main_func(self.module)
@@ -83,6 +86,7 @@ class LaunchSequence:
             self._add_buffer(arg, f"arg{i}", role, source)
         for op in block.operations:
             self._visit(op.operation)
+        self.shared_bytes = share_dead_temporaries(self.buffers, self.launches)
         return self
 
     def _add_buffer(self, value, name: str, role: str, source: str, values: list | None = None) -> None:

@@ -188,6 +188,9 @@ class Runner:
             elif b.role == "tensor_map":  # of a buffer before it (the host made it after that buffer)
                 encoded = encode_tensor_map(b.tensor_map, buffers[b.tensor_map.buffer].data_ptr())
                 t = torch.frombuffer(bytearray(encoded), dtype=dtype).cuda()
+            elif b.storage is not None:  # the memory of a temporary dead by then (compile's memory_plan)
+                memory = buffers[b.storage].reshape(-1).view(torch.uint8)
+                t = memory[:math.prod(b.shape) * dtype.itemsize].view(dtype).reshape(b.shape)
             else:  # temporaries and outputs start as NaN, so a kernel that skips an element is caught
                 t = torch.full(b.shape, float("nan"), dtype=dtype, device="cuda") if dtype.is_floating_point \
                     else torch.zeros(b.shape, dtype=dtype, device="cuda")

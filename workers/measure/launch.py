@@ -81,6 +81,11 @@ def check_config(config: LaunchConfig) -> None:
             raise ConfigError(f"constant buffer {b.name} lacks its {math.prod(b.shape)} values")
         if b.role == "tensor_map":
             _check_tensor_map(b, names_before=[x.name for x in config.buffers[:i]])
+        if b.storage is not None:
+            owner = next((x for x in config.buffers[:i] if x.name == b.storage), None)
+            if owner is None or owner.role != "temporary" or owner.storage is not None or owner.size_bytes() < b.size_bytes():
+                raise ConfigError(f"buffer {b.name}: its storage {b.storage!r} is no earlier temporary of "
+                                  f"{b.size_bytes()} bytes or more with memory of its own")
     for out in config.outputs:
         if out.buffer not in names:
             raise ConfigError(f"output names unknown buffer {out.buffer!r}")

@@ -1,0 +1,48 @@
+"""The host's memory plan: temporaries whose lifetimes do not overlap share one allocation.
+
+Each memref.alloc of the host function is a temporary buffer of config.json. A log-step scan (cumsum over
+32768 columns: 15 steps) or a deep network makes one per op, most of them dead long before the last
+launch: KernelBench level1/89_cumsum asked the measure worker for 76 GB of them. A temporary instead takes
+the memory of an earlier one that no later launch reads (its last launch ran before this one's first), the
+smallest such that is large enough (BufferSpec.storage names it); the measure worker views that memory.
+Two buffers of one launch never share, so the kernels' noalias arguments stay true. Inputs, weights,
+constants and outputs keep their own memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workers.records import ELEMENT_BYTES, BufferSpec, KernelLaunch
+
+
+@dataclass
+class _Storage:
+    name: str  # the temporary that owns the memory
+    size: int  # bytes
+    busy_until: int  # index of the last launch that uses a buffer in it
+
+
+def share_dead_temporaries(buffers: list[BufferSpec], launches: list[KernelLaunch]) -> int:
+    """Set `storage` of each temporary that can live in an earlier temporary's memory; returns the bytes
+    of temporaries that no longer get memory of their own."""
+    described = {b.name: b.tensor_map.buffer for b in buffers if b.tensor_map is not None}
+    first, last = {}, {}
+    for i, launch in enumerate(launches):
+        for arg in launch.args:
+            if arg.buffer is not None:
+                for name in filter(None, (arg.buffer, described.get(arg.buffer))):
+                    first.setdefault(name, i)
+                    last[name] = i
+    storages: list[_Storage] = []
+    saved = 0
+    temporaries = [b for b in buffers if b.role == "temporary" and b.name in first and b.dtype in ELEMENT_BYTES]
+    for b in sorted(temporaries, key=lambda b: first[b.name]):
+        size = b.size_bytes()
+        free = [s for s in storages if s.busy_until < first[b.name] and s.size >= size]
+        if free:
+            storage = min(free, key=lambda s: s.size)
+            b.storage, storage.busy_until = storage.name, last[b.name]
+            saved += size
+        else:
+            storages.append(_Storage(b.name, size, last[b.name]))
+    return saved
