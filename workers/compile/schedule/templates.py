@@ -60,19 +60,13 @@ def partial_reduction_op(op: OpInfo, split: int, chunks: bool = False) -> OpInfo
                   iterator_types=iterators, dtype=op.dtype, flops=op.flops)
 
 
-# v0 lowers a conv through img2col where it has a window (not 1x1) and its img2col matmul gets the
-# register-tiled template (more than one output per thread); other convs keep the direct schedule. The
-# ResNet 3x3 conv runs 3.8x faster so; small_cnn's convs (3 and 16 input channels) are faster direct
-# (benchmarks/results/perf_targets_h200.md run 4)
-IMG2COL_MIN_WINDOW = 2
-
-
 def wants_img2col(op: OpInfo) -> bool:
-    if not img2col_applies(op):
-        return False
-    r = op.loop_ranges
-    window = r[5] * r[6] if op.name == "linalg.conv_2d_nchw_fchw" else r[4] * r[5]
-    return window >= IMG2COL_MIN_WINDOW and max(img2col_schedule(op).thread_tile) > 1
+    """v0 lowers a conv through img2col where its img2col matmul gets the register-tiled template (more than
+    one output per thread); other convs keep the direct schedule. The ResNet 3x3 conv runs 3.8x faster so;
+    small_cnn's convs (3 and 16 input channels) are faster direct (benchmarks/results/perf_targets_h200.md
+    run 4). A 1x1 conv too: direct, each block re-read the input for each output channel (level1/87, 64 to
+    128 channels of 1024x1024, ran at 0.014x of eager on the H100)."""
+    return img2col_applies(op) and max(img2col_schedule(op).thread_tile) > 1
 
 
 def img2col_op(op: OpInfo) -> OpInfo:
