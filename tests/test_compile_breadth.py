@@ -13,7 +13,7 @@ import torch
 
 from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
-from workers.compile.passes import (collapse_reduction_loops, extracted_scalars, reduce_in_stages, registry,
+from workers.compile.passes import (bool_bytes, collapse_reduction_loops, extracted_scalars, reduce_in_stages, registry,
                                     scalar_unit_loop)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
@@ -679,3 +679,35 @@ def test_a_scans_temporaries_share_the_memory_of_those_dead_by_then(tmp_path):
         tenants = sorted([owner] + [b.name for b in shared if b.storage == owner], key=lambda n: lifetimes[n])
         assert all(lifetimes[a][1] < lifetimes[b][0] for a, b in zip(tenants, tenants[1:])), tenants
         assert all(buffers[t].size_bytes() <= buffers[owner].size_bytes() for t in tenants)
+
+
+@pytest.mark.parametrize("name", ["masked_cumsum", "cross_entropy"])
+def test_bool_buffers_are_bytes_in_every_kernel(tmp_path, name):
+    """torch keeps a byte per bool; LLVM read a vector<4xi1> of a mask as bits 0-3 of one byte (level1/93
+    wrong on the H100) and merged a block's 32 mask loads into one 32-bit popcount. After
+    farm-bool-memory-as-bytes no memref of i1 is left, host or kernel; config.json still says i1 (torch's
+    bool buffers)."""
+    job, _, config = compiled(tmp_path, name)
+    gpu = (job / "v0" / "gpu.mlir").read_text()
+    assert not re.search(r"memref<[^>]*xi1[,>]", gpu) and re.search(r"memref<[^>]*xi8[,>]", gpu)
+    assert any(b.dtype == "i1" for b in config.buffers)
+    assert "popc" not in (job / "v0" / "kernels.ptx").read_text()
+
+
+def test_the_bool_memory_pass_alone_reads_and_writes_bytes():
+    src = """func.func @f(%m: memref<8xi1>, %o: memref<8xi1>) {
+      %c0 = arith.constant 0 : index
+      %false = arith.constant false
+      %v = vector.transfer_read %m[%c0], %false {in_bounds = [true]} : memref<8xi1>, vector<8xi1>
+      vector.store %v, %o[%c0] : memref<8xi1>, vector<8xi1>
+      %s = memref.load %m[%c0] : memref<8xi1>
+      memref.store %s, %o[%c0] : memref<8xi1>
+      return
+    }"""
+    with mlir.context():
+        module = mlir.parse(src, "t")
+        registry.run_step(bool_bytes.NAME, module)
+        assert module.operation.verify()
+        text = str(module)
+    assert "xi1>" not in text.replace("vector<8xi1>", "") and "(%arg0: memref<8xi8>, %arg1: memref<8xi8>)" in text
+    assert text.count("arith.trunci") == 2 and text.count("arith.extui") == 3  # the padding, the two stores

@@ -15,8 +15,8 @@ import pytest
 
 from workers.measure import gpu_unavailable, measure_batch, measure_iteration, report
 from workers.measure.gpu_run import Lap, RunOutcome, _classify
-from workers.measure.launch import (ConfigError, calls_device_malloc, check_config, model_file, pack_args,
-                                    pathological_launches)
+from workers.measure.launch import (ConfigError, allocation_order, calls_device_malloc, check_config, model_file,
+                                    pack_args, pathological_launches)
 from workers.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
 from workers.measure.tensor_map import tiled_arguments
@@ -489,6 +489,10 @@ def test_a_buffer_in_the_memory_of_no_earlier_temporary_large_enough_is_a_config
                                      source="alloc", storage=owner.name))
     owner.role = "temporary"
     check_config(config)
+    config.buffers.insert(0, config.buffers.pop())  # the host may allocate the tenant first (DenseNet's concats)
+    check_config(config)
+    order = [b.name for b in allocation_order(config.buffers)]
+    assert order.index(owner.name) < order.index("later")
     for role, shape in (("output", owner.shape), ("temporary", [1])):
         owner.role, owner.shape = role, shape
         with pytest.raises(ConfigError, match="storage"):

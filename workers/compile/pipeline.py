@@ -155,6 +155,7 @@ def pipeline_for(chip: str, fuse_elementwise: bool = True, pipelined_copies: boo
         "farm-unaliased-kernel-pointers",
         "farm-align-global-vector-accesses",
         "farm-tensor-maps-as-pointers",
+        "farm-bool-memory-as-bytes",
         f"{TRANSFORM_STEP}{KERNEL_ARITHMETIC_SEQUENCE}",
         lowering_pipeline(chip),
     ])

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from workers.atomic import write_text
 from workers.jsonrecord import JsonRecord
 from workers.layout import version_dir
-from workers.measure.launch import (DEVICE_MALLOC_HINT, TORCH_DTYPES, calls_device_malloc, check_config,
-                                    model_file, pack_args)
+from workers.measure.launch import (DEVICE_MALLOC_HINT, TORCH_DTYPES, allocation_order, calls_device_malloc,
+                                    check_config, model_file, pack_args)
 from workers.measure.tensor_map import encode as encode_tensor_map
 from workers.records import STATIC_SHARED_BYTES, LaunchConfig, Timing
 
@@ -176,7 +176,7 @@ class Runner:
         state = {**dict(self.model.named_parameters()), **dict(self.model.named_buffers())}
         inputs = tensor_inputs(self.inputs)
         buffers = {}
-        for b in self.config.buffers:
+        for b in allocation_order(self.config.buffers):
             dtype = getattr(torch, TORCH_DTYPES[b.dtype])
             kind, _, key = b.source.partition(":")
             if kind == "input":
@@ -189,7 +189,7 @@ class Runner:
                 encoded = encode_tensor_map(b.tensor_map, buffers[b.tensor_map.buffer].data_ptr())
                 t = torch.frombuffer(bytearray(encoded), dtype=dtype).cuda()
             elif b.storage is not None:  # the memory of a temporary dead by then (compile's memory_plan)
-                memory = buffers[b.storage].reshape(-1).view(torch.uint8)
+                memory = buffers[b.storage].reshape(-1).view(torch.uint8)  # allocated first
                 t = memory[:math.prod(b.shape) * dtype.itemsize].view(dtype).reshape(b.shape)
             else:  # temporaries and outputs start as NaN, so a kernel that skips an element is caught
                 t = torch.full(b.shape, float("nan"), dtype=dtype, device="cuda") if dtype.is_floating_point \

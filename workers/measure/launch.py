@@ -72,6 +72,13 @@ def _check_tensor_map(buffer: BufferSpec, names_before: list[str]) -> None:
         raise ConfigError(str(e)) from None
 
 
+def allocation_order(buffers: list[BufferSpec]) -> list[BufferSpec]:
+    """The order the measure worker makes the buffers in: those with memory of their own first (config.json
+    lists a temporary where the host allocates it, which may be after a temporary living in its memory),
+    then those in another's memory, then the tensor maps (each describes a buffer made before it)."""
+    return sorted(buffers, key=lambda b: (b.role == "tensor_map", b.storage is not None))
+
+
 def check_config(config: LaunchConfig) -> None:
     names = {b.name for b in config.buffers}
     for i, b in enumerate(config.buffers):
@@ -82,9 +89,9 @@ def check_config(config: LaunchConfig) -> None:
         if b.role == "tensor_map":
             _check_tensor_map(b, names_before=[x.name for x in config.buffers[:i]])
         if b.storage is not None:
-            owner = next((x for x in config.buffers[:i] if x.name == b.storage), None)
+            owner = next((x for x in config.buffers if x.name == b.storage), None)
             if owner is None or owner.role != "temporary" or owner.storage is not None or owner.size_bytes() < b.size_bytes():
-                raise ConfigError(f"buffer {b.name}: its storage {b.storage!r} is no earlier temporary of "
+                raise ConfigError(f"buffer {b.name}: its storage {b.storage!r} is no temporary of "
                                   f"{b.size_bytes()} bytes or more with memory of its own")
     for out in config.outputs:
         if out.buffer not in names:

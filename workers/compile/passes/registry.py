@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Callable
 
 from workers.compile import host, mlir
-from workers.compile.passes import (alignment, block_sync, collapse_reduction_loops, copy_returned_views,
-                                    extracted_scalars, interleave_columns, k_loops, kernel_arguments,
+from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_reduction_loops,
+                                    copy_returned_views, extracted_scalars, interleave_columns, k_loops, kernel_arguments,
                                     narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
                                     scalar_unit_loop, separate_fill_inits, shared_memory, tensor_core_conversion,
                                     warp_merge, wgmma)
@@ -41,6 +41,7 @@ PASSES: dict[str, Pass] = {
     "farm-unaliased-kernel-pointers": kernel_arguments.mark_unaliased_kernel_pointers,
     "farm-align-global-vector-accesses": alignment.align_global_vector_accesses,
     "farm-tensor-maps-as-pointers": kernel_arguments.tensor_maps_as_pointers,
+    bool_bytes.NAME: bool_bytes.run,
 }
 
 
