@@ -245,15 +245,13 @@ def compile_sweep(name: str, out: str) -> list[str]:
     return lines
 
 
-def measure(out: Path, timeout_s: float) -> list[str]:
+def measure(out: Path, names: list[str], timeout_s: float) -> list[str]:
     from workers.measure import measure_iteration
 
     rows = ["| job | version | variant | status | ours us | vs v0 | eager us | vs eager |",
             "|---|---|---|---|---:|---:|---:|---:|"]
-    for name, sweep in SWEEPS.items():
-        job = out / name
-        if not job.exists():
-            continue
+    for name in names:
+        job, sweep = out / name, SWEEPS[name]
         labels = ["v0"] + [x.name for x in sweep.variants]
         base = None
         for v in compiled_versions(job):
@@ -273,24 +271,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=["compile", "measure"])
     parser.add_argument("out", type=Path, help="folder of the job folders (one per sweep)")
-    parser.add_argument("sweeps", nargs="*", help=f"compile: these sweeps (default: all of {', '.join(SWEEPS)})")
+    parser.add_argument("sweeps", nargs="*", help=f"these sweeps (default: all of {', '.join(SWEEPS)}; measure: "
+                                                  "those with a job folder in OUT)")
     parser.add_argument("--timeout", type=float, default=120, help="measure: seconds per version")
     parser.add_argument("--record", type=Path, help="measure: append the table to this markdown file")
     args = parser.parse_args()
+    names = args.sweeps or list(SWEEPS)
+    unknown = sorted(set(names) - set(SWEEPS))
+    if unknown:
+        parser.error(f"no sweep named {', '.join(unknown)}; the sweeps: {', '.join(SWEEPS)}")
     if args.step == "compile":
         from concurrent.futures import ProcessPoolExecutor
 
-        names = args.sweeps or list(SWEEPS)
-        unknown = sorted(set(names) - set(SWEEPS))
-        if unknown:
-            parser.error(f"no sweep named {', '.join(unknown)}; the sweeps: {', '.join(SWEEPS)}")
         failed = False
         with ProcessPoolExecutor(os.cpu_count() or 2) as pool:
             for lines in pool.map(compile_sweep, names, [str(args.out)] * len(names)):
                 print("\n".join(lines), flush=True)
                 failed |= any(not line.endswith(": compiled") for line in lines)
         return 1 if failed else 0
-    rows = measure(args.out, args.timeout)
+    names = [n for n in names if (args.out / n).is_dir()]
+    if not names:  # e.g. a sweep's own job folder given as OUT
+        parser.error(f"{args.out} holds no sweep's job folder (OUT/<sweep>, as `compile OUT` writes them)")
+    rows = measure(args.out, names, args.timeout)
     if args.record:
         append_record(args.record, "schedule_sweep.py", args.out, rows)
     return 0

@@ -43,3 +43,11 @@ def test_every_variant_of_every_sweep_compiles(tmp_path):
     assert not same, f"variants that v0 already is: {same}"
     again = replays(tmp_path)  # every knob a sweep turns is in the record
     assert again.returncode == 0 and again.stdout.count("rebuilt byte for byte") >= 50, again.stdout[-3000:]
+
+
+def test_measuring_a_folder_that_holds_no_sweeps_job_folder_says_so(tmp_path):
+    """A GPU call measured nothing and printed an empty table: it was given a sweep's own job folder."""
+    (tmp_path / "matmul4096_f32" / "v0").mkdir(parents=True)
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "schedule_sweep.py"), "measure",
+                           str(tmp_path / "matmul4096_f32")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "holds no sweep's job folder" in done.stderr, done.stderr
