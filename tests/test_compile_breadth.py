@@ -18,7 +18,8 @@ from workers.compile.passes import (bool_bytes, collapse_reduction_loops, extrac
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded,
-                              argsort_decomposition, index_add_decomposition, masked_fill_decomposition,
+                              argsort_decomposition, cumsum_decomposition, index_add_decomposition,
+                              masked_fill_decomposition,
                               scatter_add_decomposition, scatter_decomposition, sort_decomposition)
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
@@ -251,6 +252,14 @@ def test_a_non_persistent_buffer_a_masked_assignment_scatters_and_sorts_compile(
     lowered the others to tm_tensor ops; all are now plain linalg, every kernel on the GPU."""
     job, _, _ = compiled(tmp_path, name)
     assert "tm_tensor" not in (job / "model_linalg.mlir").read_text()
+
+
+@pytest.mark.parametrize("shape, dim", [((3, 1000), 1), ((2, 700, 5), 1), ((300,), 0), ((16, 100), -1)])
+def test_a_long_cumsum_sums_blocks_by_a_matmul_and_scans_their_totals(shape, dim):
+    """Rows past BLOCKED_SCAN_MIN: blocks of 32 summed by a triangle of ones, the log-step scan over the
+    totals only (the zero padding of a row that is no multiple of 32 dropped again)."""
+    x = torch.rand(*shape, dtype=torch.float64)
+    assert torch.allclose(cumsum_decomposition(x, dim), torch.cumsum(x, dim), rtol=1e-12, atol=1e-12)
 
 
 def test_the_masked_assignment_and_scatter_decompositions_compute_what_torch_does():

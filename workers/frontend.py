@@ -160,8 +160,28 @@ def _scan(x: torch.Tensor, dim: int, combine, identity: float, dtype) -> torch.T
     return y
 
 
+# A cumsum over more than this many elements sums blocks of SCAN_BLOCK by a matmul with a triangle of ones and
+# scans only the blocks' totals step by step: the log-step scan of a row of 32768 read and wrote the whole
+# tensor 15 times, twice each (level1/89_cumsum at 0.04x of eager on the H100)
+BLOCKED_SCAN_MIN = 256
+SCAN_BLOCK = 32
+
+
 def cumsum_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
-    return _scan(x, dim, torch.add, 0.0, dtype)
+    y = x if dtype is None else x.to(dtype)
+    if y.dim() == 0 or y.shape[dim] <= BLOCKED_SCAN_MIN or not y.is_floating_point():
+        return _scan(y, dim, torch.add, 0.0, None)
+    rows = y.movedim(dim, -1)
+    n = rows.shape[-1]
+    padded = torch.nn.functional.pad(rows, (0, -n % SCAN_BLOCK))  # zeros past the end change no prefix
+    blocks = padded.reshape(*padded.shape[:-1], -1, SCAN_BLOCK)
+    ones = torch.arange(SCAN_BLOCK)
+    upper = (ones[:, None] <= ones[None, :]).to(y.dtype)  # upper[k, j]: element k counts in prefix j
+    within = torch.matmul(blocks, upper)
+    totals = within[..., -1]
+    before = _scan(totals, -1, torch.add, 0.0, None) - totals  # the sum of the blocks before each
+    out = (within + before.unsqueeze(-1)).reshape(padded.shape)[..., :n]
+    return out.movedim(-1, dim)
 
 
 def cumprod_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
