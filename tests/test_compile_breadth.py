@@ -720,3 +720,22 @@ def test_the_bool_memory_pass_alone_reads_and_writes_bytes():
         text = str(module)
     assert "xi1>" not in text.replace("vector<8xi1>", "") and "(%arg0: memref<8xi8>, %arg1: memref<8xi8>)" in text
     assert text.count("arith.trunci") == 2 and text.count("arith.extui") == 3  # the padding, the two stores
+
+
+def test_a_constant_mask_is_stored_as_bytes_too():
+    src = """module {
+      memref.global "private" constant @mask : memref<4xi1> = dense<[true, false, true, true]>
+      func.func @f(%o: memref<4xi1>) {
+        %m = memref.get_global @mask : memref<4xi1>
+        %c1 = arith.constant 1 : index
+        %s = memref.load %m[%c1] : memref<4xi1>
+        memref.store %s, %o[%c1] : memref<4xi1>
+        return
+      }
+    }"""
+    with mlir.context():
+        module = mlir.parse(src, "t")
+        registry.run_step(bool_bytes.NAME, module)
+        assert module.operation.verify()
+        text = str(module)
+    assert "memref<4xi8> = dense<[1, 0, 1, 1]>" in text and "xi1>" not in text

@@ -6,12 +6,13 @@ packed bits, and its load-store vectorizer merges neighbouring `load i1` into on
 block reduction counting 32 mask elements loaded one 32-bit word and took its popcount. As bytes, every
 access keeps torch's layout and LLVM merges them as bytes. The host's launches were read at
 `farm-host-check` (config.json keeps the buffers' i1), so host and kernels change alike: buffers, views,
-kernel arguments; each memref.load / vector.load / vector.transfer_read of them reads i8 and truncates, each
+kernel arguments, constant globals; each memref.load / vector.load / vector.transfer_read of them reads i8 and truncates, each
 store extends. No upstream pass stores i1 as bytes (IREE's type propagation does it at dispatch
 boundaries). Runs after the kernels' last rewrite of their accesses, before the lowering.
 """
 from __future__ import annotations
 
+import numpy as np
 from numba_cuda_mlir._mlir.dialects import arith
 
 from workers.compile.mlir import MlirError, ir, ops_named
@@ -44,13 +45,16 @@ def _as_bytes(t: ir.Type) -> ir.Type:
 
 
 def run(module: ir.Module) -> None:
-    values = []
+    values, globals_read = [], []
 
     def collect(op):
         for region in op.regions:
             for block in region.blocks:
                 values.extend(a for a in block.arguments if _bool_memref(a.type))
-        values.extend(r for r in op.results if _bool_memref(r.type))
+        results = [r for r in op.results if _bool_memref(r.type)]
+        if results and op.name == "memref.get_global":
+            globals_read.append(op)
+        values.extend(results)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(collect)
@@ -61,18 +65,36 @@ def run(module: ir.Module) -> None:
         accesses += [use.owner.operation for use in value.uses if use.owner.operation not in accesses]
     for value in values:
         value.set_type(_as_bytes(value.type))
+    for get_global in globals_read:
+        _global_as_bytes(get_global)
     for op in accesses:
         if op.name in READS:
             _read_bytes(op)
         elif op.name in WRITES:
             _write_bytes(op)
-        elif op.name.startswith("memref.global") or op.name == "memref.get_global":
-            raise MlirError(f"{NAME}: a global of bools is not stored as bytes yet: {op}")
         elif op.name not in PASS_THROUGH:
             raise MlirError(f"{NAME}: {op.name} takes a bool buffer, and this pass does not store it as bytes: {op}")
     for name in ("func.func", "gpu.func"):
         for func in ops_named(module.operation, name):
             _retype_signature(func)
+
+
+def _global_as_bytes(get_global) -> None:
+    """The memref.global a get_global reads (a constant mask), its type and initial value of i8."""
+    symbol = ir.FlatSymbolRefAttr(get_global.attributes["name"]).value
+    table = get_global.parent
+    while table.name not in ("builtin.module", "gpu.module"):
+        table = table.parent
+    (glob,) = [op for op in table.regions[0].blocks[0].operations if op.operation.name == "memref.global"
+               and ir.StringAttr(op.attributes["sym_name"]).value == symbol]
+    memref_type = ir.TypeAttr(glob.attributes["type"]).value
+    if not _bool_memref(memref_type):
+        return  # a second get_global of the same global changed it already
+    glob.attributes["type"] = ir.TypeAttr.get(_as_bytes(memref_type))
+    if isinstance(glob.attributes["initial_value"], ir.DenseElementsAttr):
+        data = np.array(glob.attributes["initial_value"]).astype(np.int8)
+        glob.attributes["initial_value"] = ir.DenseElementsAttr.get(
+            data, type=ir.RankedTensorType.get(memref_type.shape, ir.IntegerType.get_signless(8)))
 
 
 def _rebuilt(op, result_types: list[ir.Type], operands: list[ir.Value]):
