@@ -703,6 +703,15 @@ def test_bool_buffers_are_bytes_in_every_kernel(tmp_path, name):
     assert "popc" not in (job / "v0" / "kernels.ptx").read_text()
 
 
+def _bool_memory_as_bytes(src: str) -> str:
+    """`src` after farm-bool-memory-as-bytes alone, verified."""
+    with mlir.context():
+        module = mlir.parse(src, "t")
+        registry.run_step(bool_bytes.NAME, module)
+        assert module.operation.verify()
+        return str(module)
+
+
 def test_the_bool_memory_pass_alone_reads_and_writes_bytes():
     src = """func.func @f(%m: memref<8xi1>, %o: memref<8xi1>) {
       %c0 = arith.constant 0 : index
@@ -713,11 +722,7 @@ def test_the_bool_memory_pass_alone_reads_and_writes_bytes():
       memref.store %s, %o[%c0] : memref<8xi1>
       return
     }"""
-    with mlir.context():
-        module = mlir.parse(src, "t")
-        registry.run_step(bool_bytes.NAME, module)
-        assert module.operation.verify()
-        text = str(module)
+    text = _bool_memory_as_bytes(src)
     assert "xi1>" not in text.replace("vector<8xi1>", "") and "(%arg0: memref<8xi8>, %arg1: memref<8xi8>)" in text
     assert text.count("arith.trunci") == 2 and text.count("arith.extui") == 3  # the padding, the two stores
 
@@ -733,9 +738,5 @@ def test_a_constant_mask_is_stored_as_bytes_too():
         return
       }
     }"""
-    with mlir.context():
-        module = mlir.parse(src, "t")
-        registry.run_step(bool_bytes.NAME, module)
-        assert module.operation.verify()
-        text = str(module)
+    text = _bool_memory_as_bytes(src)
     assert "memref<4xi8> = dense<[1, 0, 1, 1]>" in text and "xi1>" not in text
