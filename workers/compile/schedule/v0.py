@@ -10,8 +10,7 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import (Group, plan_groups, ROW_LOOPS, row_kernel_members, group_family,
                                                reduction_member)
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_shared_outputs, wants_img2col,
-                                                default_op_schedule,
-                                                transpose_schedule, V0_MATMUL_K_TILES,
+                                                default_op_schedule, transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
                                                 row_kernel_threads, block_reduction_threads)
