@@ -727,16 +727,20 @@ def test_the_bool_memory_pass_alone_reads_and_writes_bytes():
     assert text.count("arith.trunci") == 2 and text.count("arith.extui") == 3  # the padding, the two stores
 
 
-def test_a_constant_mask_is_stored_as_bytes_too():
+def test_a_constant_mask_and_a_global_scratch_of_bools_are_stored_as_bytes_too():
+    """The scratch: a block's shared bools (an f16 causal attention's mask partials), a global of no value."""
     src = """module {
       memref.global "private" constant @mask : memref<4xi1> = dense<[true, false, true, true]>
+      memref.global "private" @scratch : memref<4xi1>
       func.func @f(%o: memref<4xi1>) {
         %m = memref.get_global @mask : memref<4xi1>
+        %scratch = memref.get_global @scratch : memref<4xi1>
         %c1 = arith.constant 1 : index
         %s = memref.load %m[%c1] : memref<4xi1>
+        memref.store %s, %scratch[%c1] : memref<4xi1>
         memref.store %s, %o[%c1] : memref<4xi1>
         return
       }
     }"""
     text = _bool_memory_as_bytes(src)
-    assert "memref<4xi8> = dense<[1, 0, 1, 1]>" in text and "xi1>" not in text
+    assert "memref<4xi8> = dense<[1, 0, 1, 1]>" in text and "@scratch : memref<4xi8>" in text and "xi1>" not in text

@@ -80,7 +80,8 @@ def run(module: ir.Module) -> None:
 
 
 def _global_as_bytes(get_global) -> None:
-    """The memref.global a get_global reads (a constant mask), its type and initial value of i8."""
+    """The memref.global a get_global reads (a constant mask, a block's shared bools), its type and initial
+    value of i8."""
     symbol = ir.FlatSymbolRefAttr(get_global.attributes["name"]).value
     table = get_global.parent
     while table.name not in ("builtin.module", "gpu.module"):
@@ -91,7 +92,7 @@ def _global_as_bytes(get_global) -> None:
     if not _bool_memref(memref_type):
         return  # a second get_global of the same global changed it already
     glob.attributes["type"] = ir.TypeAttr.get(_as_bytes(memref_type))
-    if isinstance(glob.attributes["initial_value"], ir.DenseElementsAttr):
+    if "initial_value" in glob.attributes and isinstance(glob.attributes["initial_value"], ir.DenseElementsAttr):
         data = np.array(glob.attributes["initial_value"]).astype(np.int8)
         glob.attributes["initial_value"] = ir.DenseElementsAttr.get(
             data, type=ir.RankedTensorType.get(memref_type.shape, ir.IntegerType.get_signless(8)))
