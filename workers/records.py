@@ -270,7 +270,7 @@ class BufferSpec(JsonRecord):
     source: str  # "input:<i>", "weight:<state_dict name>", "constant", "alloc", "tensor_map"
     values: list[float] | None = None  # only for small "constant" buffers
     tensor_map: TensorMap | None = None  # only for "tensor_map" buffers: what the measure worker encodes
-    storage: str | None = None  # a temporary in the memory of this earlier one, dead by then (memory_plan)
+    storage: str | None = None  # a temporary in the memory of this one, dead before it is first used (memory_plan)
 
     def size_bytes(self) -> int:
         return math.prod(self.shape) * ELEMENT_BYTES[self.dtype]

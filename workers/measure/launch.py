@@ -90,7 +90,8 @@ def check_config(config: LaunchConfig) -> None:
             _check_tensor_map(b, names_before=[x.name for x in config.buffers[:i]])
         if b.storage is not None:
             owner = next((x for x in config.buffers if x.name == b.storage), None)
-            if owner is None or owner.role != "temporary" or owner.storage is not None or owner.size_bytes() < b.size_bytes():
+            if owner is None or owner.role != "temporary" or owner.storage is not None \
+                    or owner.size_bytes() < b.size_bytes():
                 raise ConfigError(f"buffer {b.name}: its storage {b.storage!r} is no temporary of "
                                   f"{b.size_bytes()} bytes or more with memory of its own")
     for out in config.outputs:

@@ -1,13 +1,13 @@
 """farm-bool-memory-as-bytes: every memref of i1 becomes a memref of i8; loads truncate, stores extend.
 
 A bool tensor in memory holds a byte per element (torch's bool), but LLVM treats `<N x i1>` in memory as
-packed bits, and its load-store vectorizer merges neighbouring `load i1` into one: a masked cumsum read
-`vector<4xi1>` of a mask as bits 0-3 of one byte (level1/93_masked_cumsum was wrong on the H100), and a
-block reduction counting 32 mask elements loaded one 32-bit word and took its popcount. As bytes, every
+packed bits: a masked cumsum read `vector<4xi1>` of a mask as bits 0-3 of one byte (level1/93_masked_cumsum
+was wrong on the H100), and a block reduction's 32 scalar loads of a mask's elements came out of the NVPTX
+backend as one 32-bit load and a popcount. As bytes, every
 access keeps torch's layout and LLVM merges them as bytes. The host's launches were read at
 `farm-host-check` (config.json keeps the buffers' i1), so host and kernels change alike: buffers, views,
-kernel arguments, constant globals; each memref.load / vector.load / vector.transfer_read of them reads i8 and truncates, each
-store extends. No upstream pass stores i1 as bytes (IREE's type propagation does it at dispatch
+kernel arguments, globals; each memref.load / vector.load / vector.transfer_read of them reads i8 and
+truncates, each store extends. No upstream pass stores i1 as bytes (IREE's type propagation does it at dispatch
 boundaries). Runs after the kernels' last rewrite of their accesses, before the lowering.
 """
 from __future__ import annotations
