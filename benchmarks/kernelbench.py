@@ -285,6 +285,16 @@ def _row(level: int, problem: Path, result) -> MeasureRow:
                       seconds=result.seconds)
 
 
+def progress(row: MeasureRow) -> str:
+    """A measured row for the progress log: its times, and where it is not correct, why."""
+    times = f"ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, torch.compile {row.compiled_us:.1f}"
+    if row.status == "ok":
+        return f"ok, {times}"
+    if row.status == "wrong_result":
+        return f"wrong_result (max abs error {row.max_abs_err:.3g}), {times}"
+    return f"{row.status}: {row.error.splitlines()[0] if row.error else 'no reason recorded'}"
+
+
 def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s: float,
                 budget_s: float, peer_workers: int) -> list[MeasureRow]:
     from workers.measure import measure_batch
@@ -322,10 +332,8 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
             path = row_path(out, level, problem, "measure")
             rows[path] = row = _row(level, problem, result)
             path.write_text(row.to_json(indent=2))
-            steps = ", ".join(f"{name} {s:.0f}" for name, s in row.seconds.items())
-            print(f"level{level}/{problem.stem}: {row.status}, ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, "
-                  f"torch.compile {row.compiled_us:.1f} ({time.monotonic() - measuring:.0f} s: {steps})",
-                  file=sys.stderr, flush=True)
+            print(f"level{level}/{problem.stem}: {progress(row)} ({time.monotonic() - measuring:.0f} s: "
+                  + ", ".join(f"{name} {s:.0f}" for name, s in row.seconds.items()) + ")", file=sys.stderr, flush=True)
             measuring = time.monotonic()
 
         measure_batch([(str(job_dir(out, level, p)), 0) for level, p in batch], timeout_s, until, observe)

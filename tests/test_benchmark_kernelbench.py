@@ -115,7 +115,11 @@ def test_measure_writes_a_row_per_problem_as_the_batch_goes_and_resumes_after_th
     assert sorted(r.status for r in rows) == ["illegal_address", "ok"]
     assert MeasureRow.from_json((out / "level0" / "fault-b.measure.json").read_text()).status == "illegal_address"
     err = capsys.readouterr().err
-    assert "level0/ok-a: ok" in err and "level0/fault-b: illegal_address" in err
+    assert "level0/ok-a: ok, ours" in err and "level0/fault-b: illegal_address: " in err
+    fault = MeasureRow("fault-b", 0, "illegal_address", error="CUDA error: an illegal memory access\nstack")
+    assert kernelbench.progress(fault) == "illegal_address: CUDA error: an illegal memory access"
+    wrong = MeasureRow("w", 0, "wrong_result", ours_us=2.0, max_abs_err=0.0097)
+    assert kernelbench.progress(wrong).startswith("wrong_result (max abs error 0.0097), ours 2.0 us")
     (out / "level0" / "starts.log").unlink()
     assert len(kernelbench.measure_all(items, out, False, 5, 60, 8)) == 2
     assert not (out / "level0" / "starts.log").exists(), "recorded rows are not measured again"
