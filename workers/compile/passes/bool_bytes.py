@@ -6,8 +6,8 @@ was wrong on the H100), and a block reduction's 32 scalar loads of a mask's elem
 backend as one 32-bit load and a popcount. As bytes, every
 access keeps torch's layout and LLVM merges them as bytes. The host's launches were read at
 `farm-host-check` (config.json keeps the buffers' i1), so host and kernels change alike: buffers, views,
-kernel arguments, globals; each memref.load / vector.load / vector.transfer_read of them reads i8 and
-truncates, each store extends. No upstream pass stores i1 as bytes (IREE's type propagation does it at dispatch
+kernel arguments, globals; each load, transfer, gather or masked load of them reads i8 and truncates, each
+store, scatter or masked store extends. No upstream pass stores i1 as bytes (IREE's type propagation does it at dispatch
 boundaries). Runs after the kernels' last rewrite of their accesses, before the lowering.
 """
 from __future__ import annotations
@@ -22,8 +22,10 @@ NAME = "farm-bool-memory-as-bytes"
 PASS_THROUGH = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
                 "memref.reinterpret_cast", "memref.alloc", "memref.alloca", "memref.dealloc", "memref.copy",
                 "gpu.launch_func", "func.return", "gpu.return", "memref.extract_strided_metadata")
-READS = ("memref.load", "vector.load", "vector.transfer_read")
-WRITES = ("memref.store", "vector.store", "vector.transfer_write")  # the stored value is the first operand
+READS = ("memref.load", "vector.load", "vector.transfer_read", "vector.gather", "vector.maskedload")
+# the position of each write's stored value among its operands
+WRITES = {"memref.store": 0, "vector.store": 0, "vector.transfer_write": 0, "vector.scatter": -1,
+          "vector.maskedstore": -1}
 
 
 def _is_bool(t: ir.Type) -> bool:
@@ -105,12 +107,16 @@ def _rebuilt(op, result_types: list[ir.Type], operands: list[ir.Value]):
 
 
 def _read_bytes(op) -> None:
-    """The read of i8 (a transfer's padding extended), truncated to the i1 its users take."""
+    """The read of i8 (the value it takes where masked or out of bounds extended), truncated to the i1 its
+    users take."""
     operands = list(op.operands)
     if op.name == "vector.transfer_read":  # operands: base, indices..., padding, mask?
-        padding = 1 + list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[1]
+        fallback = 1 + list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[1]
+    else:  # a gather's or masked load's pass_thru is its last operand
+        fallback = len(operands) - 1 if op.name in ("vector.gather", "vector.maskedload") else None
+    if fallback is not None:
         with ir.InsertionPoint(op), op.location:
-            operands[padding] = arith.ExtUIOp(_as_bytes(operands[padding].type), operands[padding]).result
+            operands[fallback] = arith.ExtUIOp(_as_bytes(operands[fallback].type), operands[fallback]).result
     result = op.results[0]
     new = _rebuilt(op, [_as_bytes(result.type)], operands)
     with ir.InsertionPoint(op), op.location:
@@ -120,8 +126,9 @@ def _read_bytes(op) -> None:
 
 def _write_bytes(op) -> None:
     operands = list(op.operands)
+    stored = WRITES[op.name] % len(operands)
     with ir.InsertionPoint(op), op.location:
-        operands[0] = arith.ExtUIOp(_as_bytes(operands[0].type), operands[0]).result
+        operands[stored] = arith.ExtUIOp(_as_bytes(operands[stored].type), operands[stored]).result
     _rebuilt(op, [r.type for r in op.results], operands)
     op.erase()
 
