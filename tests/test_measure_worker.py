@@ -497,3 +497,33 @@ def test_a_buffer_in_the_memory_of_no_earlier_temporary_large_enough_is_a_config
         owner.role, owner.shape = role, shape
         with pytest.raises(ConfigError, match="storage"):
             check_config(config)
+
+
+def test_the_float64_reference_runs_on_the_cpu_where_the_gpu_memory_does_not_hold_it():
+    """level1/45's 16 GB input took a 32 GB float64 copy beside the measurement's own buffers and ran the H100
+    out of memory. The first run here stands in for the GPU's (TEST DOUBLE: it raises torch's out-of-memory
+    error, as the GPU did); the second runs on the CPU and gives the float64 outputs."""
+    import torch
+
+    from workers.measure.gpu_run import compare, float64_reference
+
+    class OutOfMemoryOnce(torch.nn.Module):
+        runs: list = []  # on the class: every copy of the model counts here
+
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor(3.0))
+
+        def forward(self, x, n):
+            self.runs.append(x.device.type)
+            if len(self.runs) == 1:
+                raise torch.OutOfMemoryError("CUDA out of memory (test double)")
+            return x * self.scale + n
+
+    model, x = OutOfMemoryOnce(), torch.rand(4, dtype=torch.float32)
+    with torch.no_grad():  # as the check runs it
+        (out,) = float64_reference(model, [x, 2])
+    assert OutOfMemoryOnce.runs == ["cpu", "cpu"] and out.dtype == torch.float64
+    assert torch.equal(out, x.double() * 3 + 2)
+    assert model.scale.dtype == torch.float32, "the caller's model is left as it was"
+    assert compare("out", (x * 3 + 2).float(), out, x * 3 + 2, 1e-4, 1e-4).passed
