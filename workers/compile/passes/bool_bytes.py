@@ -28,12 +28,8 @@ WRITES = {"memref.store": 0, "vector.store": 0, "vector.transfer_write": 0, "vec
           "vector.maskedstore": -1}
 
 
-def _is_bool(t: ir.Type) -> bool:
-    return isinstance(t, ir.IntegerType) and t.width == 1
-
-
 def _bool_memref(t: ir.Type) -> bool:
-    return isinstance(t, ir.MemRefType) and _is_bool(t.element_type)
+    return isinstance(t, ir.MemRefType) and isinstance(t.element_type, ir.IntegerType) and t.element_type.width == 1
 
 
 def _as_bytes(t: ir.Type) -> ir.Type:
@@ -106,6 +102,12 @@ def _rebuilt(op, result_types: list[ir.Type], operands: list[ir.Value]):
                                    attributes={name: op.attributes[name] for name in op.attributes})
 
 
+def _extend(op, operands: list[ir.Value], position: int) -> None:
+    """operands[position], an i1 value `op` takes, as i8."""
+    with ir.InsertionPoint(op), op.location:
+        operands[position] = arith.ExtUIOp(_as_bytes(operands[position].type), operands[position]).result
+
+
 def _read_bytes(op) -> None:
     """The read of i8 (the value it takes where masked or out of bounds extended), truncated to the i1 its
     users take."""
@@ -115,8 +117,7 @@ def _read_bytes(op) -> None:
     else:  # a gather's or masked load's pass_thru is its last operand
         fallback = len(operands) - 1 if op.name in ("vector.gather", "vector.maskedload") else None
     if fallback is not None:
-        with ir.InsertionPoint(op), op.location:
-            operands[fallback] = arith.ExtUIOp(_as_bytes(operands[fallback].type), operands[fallback]).result
+        _extend(op, operands, fallback)
     result = op.results[0]
     new = _rebuilt(op, [_as_bytes(result.type)], operands)
     with ir.InsertionPoint(op), op.location:
@@ -126,9 +127,7 @@ def _read_bytes(op) -> None:
 
 def _write_bytes(op) -> None:
     operands = list(op.operands)
-    stored = WRITES[op.name] % len(operands)
-    with ir.InsertionPoint(op), op.location:
-        operands[stored] = arith.ExtUIOp(_as_bytes(operands[stored].type), operands[stored]).result
+    _extend(op, operands, WRITES[op.name] % len(operands))
     _rebuilt(op, [r.type for r in op.results], operands)
     op.erase()
 
