@@ -3,6 +3,7 @@ CSV recorded on the H200, the reports, and the skip path. The GPU paths themselv
 (benchmarks/results/measure_h200.md); test_gpu_* here run only where a GPU and pycuda are."""
 from __future__ import annotations
 
+import copy
 import json
 import math
 import shutil
@@ -15,13 +16,14 @@ import pytest
 
 from workers.measure import gpu_unavailable, measure_batch, measure_iteration, report
 from workers.measure.gpu_run import Lap, RunOutcome, _classify
-from workers.measure.launch import (ConfigError, allocation_order, calls_device_malloc, check_config, model_file,
-                                    pack_args, pathological_launches)
+from workers.compile.memory_plan import share_dead_temporaries
+from workers.measure.launch import (ConfigError, allocation_order, calls_device_malloc, check_config, launch_order,
+                                    model_file, pack_args, pathological_launches)
 from workers.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
 from workers.measure.tensor_map import tiled_arguments
 from workers.measure.timing import LAUNCH_HEADSTART_CYCLES, summarize, time_gpu
-from workers.records import BufferSpec, KernelArg, LaunchConfig, MeasureResult, Timing
+from workers.records import BufferSpec, HostLoop, KernelArg, KernelLaunch, LaunchConfig, MeasureResult, Timing
 
 DATA = Path(__file__).parent / "data"
 POC = DATA / "poc_matmul"
@@ -77,6 +79,96 @@ def test_unknown_buffer_and_bad_constants_are_config_errors():
         edit(config.launches[0])
         with pytest.raises(ConfigError):
             check_config(config)
+
+
+def looped_config(*loops: HostLoop) -> LaunchConfig:
+    """The first kernel launched as k0..k5 around the host loops given; k2 takes loop 0's index."""
+    config = poc_config()
+    config.launches = [copy.deepcopy(config.launches[0]) for _ in range(6)]
+    for i, launch in enumerate(config.launches):
+        launch.kernel = f"k{i}"
+    config.launches[2].args.append(KernelArg("loop_index", "i64", loop=0))
+    config.loops = list(loops)
+    return config
+
+
+def test_a_host_loops_launches_run_once_per_index_in_order():
+    config = looped_config(HostLoop(first=1, end=3, start=6, step=-2, trip_count=3),
+                           HostLoop(first=4, end=5, start=0, step=1, trip_count=2))
+    check_config(config)
+    assert launch_order(config) == [(0, {}), (1, {0: 6}), (2, {0: 6}), (1, {0: 4}), (2, {0: 4}), (1, {0: 2}),
+                                    (2, {0: 2}), (3, {}), (4, {1: 0}), (4, {1: 1}), (5, {})]
+    # a profiler sees each launch once, in launch order: one KernelMetrics per launch of config.json
+    assert launch_order(config, first_index_only=True) == [(0, {}), (1, {0: 6}), (2, {0: 6}), (3, {}), (4, {1: 0}),
+                                                           (5, {})]
+    config.loops = []
+    assert launch_order(config) == [(i, {}) for i in range(6)]
+
+
+def test_a_recurrent_layers_thousands_of_launches_are_profiled_once_each():
+    """A 512-step loop of 5 kernels launches 2560 times per forward; ncu's run (gpu_run --once) launches
+    each of them once."""
+    config = looped_config(HostLoop(first=0, end=5, start=0, step=1, trip_count=512))
+    assert len(launch_order(config)) == 512 * 5 + 1
+    assert [i for i, _ in launch_order(config, first_index_only=True)] == list(range(6))
+
+
+def test_a_loop_index_argument_is_packed_as_its_loops_current_index_in_64_bits():
+    launch = looped_config().launches[2]
+    pointers = {a.buffer: 0x7F0000000000 for a in launch.args if a.kind == "buffer"}
+    index = pack_args(launch, pointers, {0: 511})[-1]
+    assert type(index) is np.int64 and index.tobytes() == (511).to_bytes(8, "little")
+    with pytest.raises(ConfigError, match="host loop 0"):
+        pack_args(launch, pointers)  # run outside its loop: no index to pass
+    launch.args[-1].dtype = "i32"  # the kernel's parameter is an i64
+    with pytest.raises(ConfigError, match="64-bit"):
+        pack_args(launch, pointers, {0: 511})
+
+
+@pytest.mark.parametrize("loops, problem", [
+    ([HostLoop(first=2, end=2, start=0, step=1, trip_count=4)], "launches of their own"),
+    ([HostLoop(first=1, end=7, start=0, step=1, trip_count=4)], "launches of their own"),
+    ([HostLoop(first=-1, end=3, start=0, step=1, trip_count=4)], "launches of their own"),
+    ([HostLoop(first=1, end=4, start=0, step=1, trip_count=4), HostLoop(first=3, end=5, start=0, step=1, trip_count=4)],
+     "none overlapping"),
+    ([HostLoop(first=1, end=3, start=0, step=1, trip_count=4), HostLoop(first=0, end=1, start=0, step=1, trip_count=4)],
+     "in launch order"),
+    ([HostLoop(first=1, end=3, start=0, step=1, trip_count=0)], "at least one index"),
+    ([HostLoop(first=1, end=3, start=0, step=0, trip_count=4)], "nonzero step"),
+    ([HostLoop(first=3, end=5, start=0, step=1, trip_count=4)], "host loop 0, which does not run"),  # k2 outside
+    ([], "host loop 0, which does not run"),
+])
+def test_host_loops_that_cannot_run_are_config_errors(loops, problem):
+    check_config(looped_config(HostLoop(first=1, end=3, start=0, step=1, trip_count=4)))
+    with pytest.raises(ConfigError, match=problem):
+        check_config(looped_config(*loops))
+
+
+def test_a_loop_index_naming_a_loop_around_other_launches_is_a_config_error():
+    config = looped_config(HostLoop(first=1, end=3, start=0, step=1, trip_count=4),
+                           HostLoop(first=4, end=6, start=0, step=1, trip_count=4))
+    config.launches[2].args[-1].loop = 1
+    with pytest.raises(ConfigError, match="host loop 1, which does not run"):
+        check_config(config)
+    config.launches[4].args.append(KernelArg("loop_index", "index", loop=1))
+    config.launches[2].args[-1].loop = 0
+    check_config(config)
+
+
+def test_a_temporary_a_host_loop_uses_keeps_its_memory_over_the_whole_loop():
+    """The hidden state h, updated in place by the loop's first launch, is read again by the next time
+    step: the temporary s of the loop's second launch must not take h's memory, as it may in straight-line
+    code where h is dead after its last launch; what runs after the loop still takes a dead one's."""
+    def plan(loops: list[HostLoop]) -> dict[str, str | None]:
+        buffers = [BufferSpec(name, "temporary", "f32", [256], "alloc") for name in ("p", "h", "s", "q")]
+        launches = [KernelLaunch(f"k{i}", [1, 1, 1], [256, 1, 1], 0, [KernelArg("buffer", "f32", buffer=name)])
+                    for i, name in enumerate(("p", "h", "s", "q"))]
+        share_dead_temporaries(buffers, launches, loops)
+        return {b.name: b.storage for b in buffers}
+
+    assert plan([]) == {"p": None, "h": "p", "s": "p", "q": "p"}
+    assert plan([HostLoop(first=1, end=3, start=0, step=1, trip_count=512)]) == \
+        {"p": None, "h": "p", "s": None, "q": "p"}
 
 
 WGMMA_DATA = DATA / "measure" / "matmul_f16_wgmma_v0"

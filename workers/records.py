@@ -281,10 +281,11 @@ class KernelArg(JsonRecord):
     """One PTX parameter: a buffer's base pointer (bare-pointer ABI: the kernel applies the static
     offset and strides of the view it was compiled for) or a scalar."""
 
-    kind: str  # "buffer" | "scalar"
+    kind: str  # "buffer" | "scalar" | "loop_index" (the current index of host loop `loop`, as an i64)
     dtype: str
     buffer: str | None = None
     value: float | int | None = None
+    loop: int | None = None  # for "loop_index": its position in LaunchConfig.loops
 
 
 # the most shared memory a kernel gets as static .shared arrays; past it, dynamic shared memory that the
@@ -299,6 +300,21 @@ class KernelLaunch(JsonRecord):
     block: list[int]
     shared_bytes: int  # dynamic shared memory
     args: list[KernelArg]
+
+
+@dataclass
+class HostLoop(JsonRecord):
+    """A loop the host runs around consecutive launches (a recurrent layer's time steps): launches[first:end]
+    run once per index start, start + step, ... (trip_count indices), in order."""
+
+    first: int  # position in LaunchConfig.launches of the loop's first launch
+    end: int  # one past its last launch
+    start: int
+    step: int
+    trip_count: int
+
+    def indices(self) -> range:
+        return range(self.start, self.start + self.step * self.trip_count, self.step)
 
 
 @dataclass
@@ -324,6 +340,7 @@ class LaunchConfig(JsonRecord):
     launches: list[KernelLaunch]
     outputs: list[OutputSpec]
     ptx_file: str = "kernels.ptx"
+    loops: list[HostLoop] = field(default_factory=list)  # host loops, in launch order, none nested
 
 
 @dataclass

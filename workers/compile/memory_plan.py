@@ -7,12 +7,18 @@ the memory of an earlier one that no later launch reads (its last launch ran bef
 smallest such that is large enough (BufferSpec.storage names it); the measure worker views that memory.
 Two buffers of one launch never share, so the kernels' noalias arguments stay true. Inputs, weights,
 constants and outputs keep their own memory.
+
+A host loop (a recurrent layer's time steps) runs its launches again for the next index: a buffer that any
+of them uses is live over the whole loop, from its first launch to its last, besides its other uses. The
+next time step reads it again (the hidden state the step before wrote), so no other temporary may take its
+memory in between, not even one whose launches all lie between two of its uses in one time step.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workers.records import ELEMENT_BYTES, BufferSpec, KernelLaunch
+from workers.records import ELEMENT_BYTES, BufferSpec, HostLoop, KernelLaunch
 
 
 @dataclass
@@ -22,17 +28,25 @@ class _Storage:
     busy_until: int  # index of the last launch that uses a buffer in it
 
 
-def share_dead_temporaries(buffers: list[BufferSpec], launches: list[KernelLaunch]) -> int:
+def share_dead_temporaries(buffers: list[BufferSpec], launches: list[KernelLaunch],
+                           loops: Sequence[HostLoop] = ()) -> int:
     """Set `storage` of each temporary that can live in an earlier temporary's memory; returns the bytes
-    of temporaries that no longer get memory of their own."""
+    of temporaries that no longer get memory of their own. `loops`: the host loops around the launches."""
     described = {b.name: b.tensor_map.buffer for b in buffers if b.tensor_map is not None}
+
+    def used_by(launch: KernelLaunch) -> set[str]:
+        """The buffers a launch uses: its buffer arguments and the buffers its tensor maps describe."""
+        return {name for arg in launch.args if arg.buffer is not None
+                for name in filter(None, (arg.buffer, described.get(arg.buffer)))}
+
     first, last = {}, {}
     for i, launch in enumerate(launches):
-        for arg in launch.args:
-            if arg.buffer is not None:
-                for name in filter(None, (arg.buffer, described.get(arg.buffer))):
-                    first.setdefault(name, i)
-                    last[name] = i
+        for name in used_by(launch):
+            first.setdefault(name, i)
+            last[name] = i
+    for loop in loops:  # the next index reads them again: live over the whole loop
+        for name in set().union(*map(used_by, launches[loop.first:loop.end])):
+            first[name], last[name] = min(first[name], loop.first), max(last[name], loop.end - 1)
     storages: list[_Storage] = []
     saved = 0
     temporaries = [b for b in buffers if b.role == "temporary" and b.name in first and b.dtype in ELEMENT_BYTES]

@@ -2,7 +2,7 @@
 leaves the CUDA context unusable) or a hang can only take this process down.
 
     python -m workers.measure.gpu_run JOB_DIR VERSION RESULT_JSON          # check + time
-    python -m workers.measure.gpu_run JOB_DIR VERSION RESULT_JSON --once   # each kernel once (for ncu)
+    python -m workers.measure.gpu_run JOB_DIR VERSION RESULT_JSON --once   # each launch once (for ncu)
     python -m workers.measure.gpu_run --batch ITEMS_JSON [--until EPOCH_S]  # check + time many versions
 
 A batch (workers.measure.measure_batch) pays the process's start (imports, CUDA context, Inductor) once
@@ -26,7 +26,7 @@ from workers.atomic import write_text
 from workers.jsonrecord import JsonRecord
 from workers.layout import version_dir
 from workers.measure.launch import (DEVICE_MALLOC_HINT, TORCH_DTYPES, allocation_order, calls_device_malloc,
-                                    check_config, model_file, pack_args)
+                                    check_config, launch_order, model_file, pack_args)
 from workers.measure.tensor_map import encode as encode_tensor_map
 from workers.records import STATIC_SHARED_BYTES, LaunchConfig, Timing
 
@@ -145,7 +145,9 @@ def _on_gpu(inputs: list) -> list:
 
 
 class Runner:
-    def __init__(self, job_dir: str, version: int):
+    def __init__(self, job_dir: str, version: int, first_index_only: bool = False):
+        """v{version} of the job loaded onto the GPU; first_index_only: its launches each once (launch_order),
+        for a profiler."""
         import torch
 
         from workers.model_loader import load_model, load_module
@@ -171,20 +173,23 @@ class Runner:
         with open(os.path.join(vdir, self.config.ptx_file), "rb") as f:
             self.ptx = f.read()
         self.buffers = self._allocate()
-        self.launches = self.launches_from(cuda.module_from_buffer(self.ptx))
+        self.launches = self.launches_from(cuda.module_from_buffer(self.ptx), first_index_only)
 
-    def launches_from(self, module) -> list:
-        """config.json's launches with their functions from `module` (kernels.ptx loaded, or a build of it)
-        and the buffers' pointers as arguments: (function, block, grid, shared bytes, arguments) each."""
+    def launches_from(self, module, first_index_only: bool = False) -> list:
+        """config.json's launches in the order the host runs them (launch_order: a host loop's once per index;
+        first_index_only: each launch once), their functions from `module` (kernels.ptx loaded, or a build of
+        it), the buffers' pointers and the loops' indices as arguments: (function, block, grid, shared bytes,
+        arguments) each."""
         import pycuda.driver as cuda
 
         pointers = {name: t.data_ptr() for name, t in self.buffers.items()}
-        launches = [(module.get_function(l.kernel), tuple(l.block), tuple(l.grid), l.shared_bytes,
-                     pack_args(l, pointers)) for l in self.config.launches]
-        for fn, _, _, shared, _ in launches:
+        shapes = [(module.get_function(l.kernel), tuple(l.block), tuple(l.grid), l.shared_bytes)
+                  for l in self.config.launches]
+        for fn, _, _, shared in shapes:
             if shared > STATIC_SHARED_BYTES:  # a kernel opts in to more than 48 KB of dynamic shared memory
                 fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-        return launches
+        return [(*shapes[i], pack_args(self.config.launches[i], pointers, indices))
+                for i, indices in launch_order(self.config, first_index_only)]
 
     def _allocate(self) -> dict:
         import torch
@@ -322,13 +327,13 @@ class Lap:
 
 
 def measure(job_dir: str, version: int, once: bool = False) -> RunOutcome:
-    """Check and time v{version} of the job (once: run each kernel once, for a profiler); every failure is
-    the outcome's status and error."""
+    """Check and time v{version} of the job (once: run each launch once, a host loop's at its first index,
+    for a profiler); every failure is the outcome's status and error."""
     outcome = RunOutcome(status="error")
     runner = None
     lap = Lap(outcome.seconds)
     try:
-        runner = Runner(job_dir, version)
+        runner = Runner(job_dir, version, first_index_only=once)
         lap("load")
         outcome.device = runner.device
         if once:

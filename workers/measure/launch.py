@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from workers.measure.tensor_map import tiled_arguments
-from workers.records import BufferSpec, KernelArg, KernelLaunch, LaunchConfig
+from workers.records import BufferSpec, HostLoop, KernelArg, KernelLaunch, LaunchConfig
 
 # MLIR element type -> numpy scalar type of a PTX parameter ("index" is 64-bit on NVPTX64)
 SCALAR_TYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "index": np.int64,
@@ -32,16 +32,24 @@ class ConfigError(ValueError):
     """config.json does not describe a runnable model."""
 
 
-def pack_args(launch: KernelLaunch, pointers: dict[str, int]) -> list:
-    """The PTX parameters of one launch: a u64 per buffer (bare-pointer ABI), a typed scalar else."""
-    return [_pack(arg, pointers) for arg in launch.args]
+def pack_args(launch: KernelLaunch, pointers: dict[str, int], loop_indices: dict[int, int] | None = None) -> list:
+    """The PTX parameters of one launch: a u64 per buffer (bare-pointer ABI), a typed scalar else, and for
+    a loop_index argument the current index of its host loop (loop_indices: position in config.loops ->
+    index, of the loops the launch runs in)."""
+    return [_pack(arg, pointers, loop_indices or {}) for arg in launch.args]
 
 
-def _pack(arg: KernelArg, pointers: dict[str, int]):
+def _pack(arg: KernelArg, pointers: dict[str, int], loop_indices: dict[int, int]):
     if arg.kind == "buffer":
         if arg.buffer not in pointers:
             raise ConfigError(f"kernel argument names unknown buffer {arg.buffer!r}")
         return np.uintp(pointers[arg.buffer])
+    if arg.kind == "loop_index":
+        if SCALAR_TYPES.get(arg.dtype) is not np.int64:
+            raise ConfigError(f"a loop index is passed as a 64-bit integer, not as {arg.dtype}")
+        if arg.loop not in loop_indices:
+            raise ConfigError(f"a loop_index argument names host loop {arg.loop!r}, which does not run its launch")
+        return np.int64(loop_indices[arg.loop])
     if arg.kind == "scalar" and arg.dtype in SCALAR_TYPES and arg.value is not None:
         return SCALAR_TYPES[arg.dtype](arg.value)
     raise ConfigError(f"cannot pass a {arg.kind} argument of type {arg.dtype} (value {arg.value!r})")
@@ -54,6 +62,33 @@ def model_file(job_dir: str, config: LaunchConfig) -> str:
 
 def calls_device_malloc(ptx: str) -> bool:
     return re.search(r"\bcall(?:\.uni)?\s*\([^)]*\),\s*malloc\b", ptx) is not None
+
+
+def launch_order(config: LaunchConfig, first_index_only: bool = False) -> list[tuple[int, dict[int, int]]]:
+    """The launches as the host runs them: each launch's position in config.launches with the indices of the
+    host loops it runs in ({} outside loops), a loop's launches once per index, in order. first_index_only:
+    each launch once, a loop's at its first index (what a profiler needs: a recurrent layer's 512 time steps
+    would be thousands of profiled launches of the same few kernels)."""
+    order: list[tuple[int, dict[int, int]]] = []
+    done = 0  # launches before this position are in `order`
+    for n, loop in enumerate(config.loops):
+        order += [(i, {}) for i in range(done, loop.first)]
+        indices = loop.indices()[:1] if first_index_only else loop.indices()
+        order += [(i, {n: index}) for index in indices for i in range(loop.first, loop.end)]
+        done = loop.end
+    return order + [(i, {}) for i in range(done, len(config.launches))]
+
+
+def _check_loops(loops: list[HostLoop], launch_count: int) -> None:
+    done = 0  # the previous loop's end
+    for n, loop in enumerate(loops):
+        if not done <= loop.first < loop.end <= launch_count:
+            raise ConfigError(f"host loop {n} runs launches [{loop.first}, {loop.end}): loops need launches of "
+                              f"their own among the {launch_count}, in launch order, none overlapping another")
+        if loop.trip_count < 1 or loop.step == 0:
+            raise ConfigError(f"host loop {n} needs at least one index and a nonzero step, not {loop.trip_count} "
+                              f"indices of step {loop.step}")
+        done = loop.end
 
 
 def pathological_launches(config: LaunchConfig) -> list[str]:
@@ -99,7 +134,10 @@ def check_config(config: LaunchConfig) -> None:
             raise ConfigError(f"output names unknown buffer {out.buffer!r}")
     if not config.launches:
         raise ConfigError("config.json has no kernel launches")
-    for launch in config.launches:
+    _check_loops(config.loops, len(config.launches))
+    for i, launch in enumerate(config.launches):
         if len(launch.grid) != 3 or len(launch.block) != 3 or min(*launch.grid, *launch.block) < 1:
             raise ConfigError(f"{launch.kernel}: grid {launch.grid} and block {launch.block} need 3 positive sizes each")
-        pack_args(launch, dict.fromkeys(names, 0))  # every argument names a buffer or a packable scalar
+        # every argument names a buffer, a packable scalar or a loop that runs the launch
+        starts = {n: loop.start for n, loop in enumerate(config.loops) if loop.first <= i < loop.end}
+        pack_args(launch, dict.fromkeys(names, 0), starts)

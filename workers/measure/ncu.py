@@ -1,7 +1,9 @@
 """Nsight Compute: profile one iteration's kernels in a separate process group and parse its CSV.
 
-`ncu --clock-control none --csv --page raw` re-runs the iteration's launches once (gpu_run --once),
-limited to the iteration's own kernels; the CSV becomes one KernelMetrics per kernel launch.
+`ncu --clock-control none --csv --page raw` re-runs the iteration's launches once each (gpu_run --once: a
+host loop's at its first index only, not a recurrent layer's thousands of launches per forward, each
+profiled over many replays), limited to the iteration's own kernels; the CSV becomes one KernelMetrics per
+launch of config.json, in launch order (the order CompileResult.kernel_ops gives their ops in).
 """
 from __future__ import annotations
 
@@ -111,6 +113,7 @@ def _unknown_metrics(output: str) -> list[str]:
 
 
 def profile(job_dir: str, version: int, kernels: list[str], timeout_s: float) -> Profile:
+    """Metrics of one run of each launch; `kernels`: the kernel of each launch of config.json."""
     ncu = ncu_path()
     if ncu is None:
         raise NcuError("ncu (Nsight Compute) is not installed on this node")
@@ -120,8 +123,10 @@ def profile(job_dir: str, version: int, kernels: list[str], timeout_s: float) ->
     deadline = time.monotonic() + timeout_s
     for _ in range(3):  # an ncu that lacks a metric names it; profile again without it
         result_path = os.path.join(job_dir, f"v{version}", ".ncu_run.json")
+        # --launch-count: no more profiles than launches, however many times the run launches them
         cmd = [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--metrics", ",".join(metrics),
-               "--kernel-name", f"regex:^({names})$", *gpu_run.COMMAND, job_dir, str(version), result_path, "--once"]
+               "--kernel-name", f"regex:^({names})$", "--launch-count", str(len(kernels)),
+               *gpu_run.COMMAND, job_dir, str(version), result_path, "--once"]
         _, output = run_in_group(cmd, max(1.0, deadline - time.monotonic()))
         unknown = [m for m in _unknown_metrics(output) if m in metrics]
         if not unknown:
