@@ -55,7 +55,7 @@ def _family(name: str, iterator_types: list[str]) -> str:
 
 
 def linalg_ops(func) -> list:
-    return [op for op in func.regions[0].blocks[0].operations if op.operation.name.startswith("linalg.")]
+    return [op for op in mlir.body_ops(func) if op.operation.name.startswith("linalg.")]
 
 
 def _prepare_module() -> ir.Module:

@@ -77,6 +77,6 @@ def build(job_dir: str, vdir: str, result: CompileResult | None = None) -> Build
     atol, rtol = TOLERANCES[params.precision]
     config = LaunchConfig(model_path=MODEL_FILE, chip=params.chip, precision=params.precision, atol=atol, rtol=rtol,
                           seed=info.seed, buffers=launches.buffers, launches=launches.launches,
-                          outputs=launches.outputs)
+                          outputs=launches.outputs, loops=launches.loops)
     return Build(ptx, config, gpu_mlir, anchors, families, notes)
 

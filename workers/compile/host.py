@@ -2,9 +2,11 @@
 and merge the outlined kernels into one PTX module.
 
 After kernel outlining, the host function may only allocate buffers, make views of them, launch
-kernels and return. Anything else (a loop, a copy, a linalg op) is compute left on the host: the
-iteration fails at this stage and is never replayed from Python. Temporaries dead by the time another is
-first used lend it their memory (memory_plan).
+kernels and return, and run a loop of constant bounds (a recurrent layer's time steps) that only launches
+kernels and makes views: its launches run once per index, which a kernel may take as a scalar argument.
+Anything else (a copy, a linalg op, a loop that allocates) is compute left on the host: the iteration
+fails at this stage and is never replayed from Python. Temporaries dead by the time another is first used
+lend it their memory (memory_plan).
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import numpy as np
 
 from workers.compile import mlir
 from workers.compile.memory_plan import share_dead_temporaries
-from workers.records import TENSOR_MAP_BYTES, BufferSpec, KernelArg, KernelLaunch, ModelInfo, OutputSpec, TensorMap
+from workers.records import (TENSOR_MAP_BYTES, BufferSpec, HostLoop, KernelArg, KernelLaunch, ModelInfo, OutputSpec,
+                             TensorMap)
 
 ir = mlir.ir
 
@@ -24,6 +27,8 @@ VIEW_OPS = ("memref.expand_shape", "memref.collapse_shape", "memref.cast", "memr
 TENSOR_MAP_OP = "nvgpu.tma.create.descriptor"
 ALLOWED_HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "gpu.launch_func",
                     "func.return", TENSOR_MAP_OP, *VIEW_OPS)
+HOST_LOOP = "scf.for"  # a recurrent layer's time loop (workers/recurrent.py): config.json's loops
+ALLOWED_IN_HOST_LOOPS = ("arith.constant", "gpu.launch_func", "scf.yield", *VIEW_OPS)
 MAX_CONSTANT_ELEMENTS = 1 << 16  # constants travel inline in config.json
 # what a !nvgpu.tensormap.descriptor type says beyond its box (the bindings give no accessors)
 _TENSOR_MAP_TYPE = re.compile(r"tensor = memref<(?P<box>[\dx]+)x\w+, 3>, swizzle = (?P<swizzle>\w+), "
@@ -36,7 +41,7 @@ class HostComputeError(Exception):
     """The schedule left compute (loops, copies, linalg ops) outside the GPU kernels."""
 
 
-def _dynamic_layout(t) -> bool:
+def dynamic_layout(t) -> bool:
     strides, offset = t.get_strides_and_offset()
     return ir.ShapedType.get_dynamic_stride_or_offset() in (offset, *strides)
 
@@ -50,8 +55,13 @@ def dtype_name(t) -> str:
 
 
 def check_host(func) -> None:
-    offending = [op.operation.name for op in func.regions[0].blocks[0].operations
-                 if op.operation.name not in ALLOWED_HOST_OPS]
+    offending = []
+    for op in func.regions[0].blocks[0].operations:
+        if op.operation.name == HOST_LOOP:
+            offending += [f"{inner.operation.name} in a host loop" for inner in op.regions[0].blocks[0].operations
+                          if inner.operation.name not in ALLOWED_IN_HOST_LOOPS]
+        elif op.operation.name not in ALLOWED_HOST_OPS:
+            offending.append(op.operation.name)
     if offending:
         counts = {name: offending.count(name) for name in dict.fromkeys(offending)}
         listed = ", ".join(f"{n} x{c}" for n, c in counts.items())
@@ -69,6 +79,8 @@ class LaunchSequence:
         self.buffers: list[BufferSpec] = []
         self.launches: list[KernelLaunch] = []
         self.outputs: list[OutputSpec] = []
+        self.loops: list[HostLoop] = []
+        self._loop_indices: dict = {}  # a host loop's induction variable -> its position in self.loops
         self._views: dict = {}  # SSA value (a buffer or a view of it) -> buffer name
         self._constants: dict = {}  # SSA value -> python scalar
         self.shared_bytes = 0  # bytes of temporaries that live in a dead temporary's memory (memory_plan)
@@ -85,9 +97,27 @@ class LaunchSequence:
                 role, source = "weight", f"weight:{self.model.weight_names[i - n_inputs]}"
             self._add_buffer(arg, f"arg{i}", role, source)
         for op in block.operations:
-            self._visit(op.operation)
-        self.shared_bytes = share_dead_temporaries(self.buffers, self.launches)
+            if op.operation.name == HOST_LOOP:
+                self._add_loop(op.operation.opview)
+            else:
+                self._visit(op.operation)
+        self.shared_bytes = share_dead_temporaries(self.buffers, self.launches, self.loops)
         return self
+
+    def _add_loop(self, loop) -> None:
+        bounds = [self._constants.get(v) for v in (loop.lowerBound, loop.upperBound, loop.step)]
+        if None in bounds or list(loop.results):
+            raise HostComputeError("a host loop needs constant bounds and carries no values")
+        start, stop, step = bounds
+        trip_count = len(range(start, stop, step))
+        if trip_count < 1:
+            raise HostComputeError(f"a host loop from {start} to {stop} by {step} never runs")
+        first = len(self.launches)
+        self._loop_indices[loop.induction_variable] = len(self.loops)
+        for op in loop.body.operations:
+            self._visit(op.operation)
+        self.loops.append(HostLoop(first=first, end=len(self.launches), start=start, step=step,
+                                   trip_count=trip_count))
 
     def _add_buffer(self, value, name: str, role: str, source: str, values: list | None = None) -> None:
         t = value.type
@@ -112,7 +142,7 @@ class LaunchSequence:
         elif name in VIEW_OPS:
             # a view keeps its source's aligned pointer; with the bare-pointer ABI the kernel applies
             # the view's static offset and strides (from its type) itself
-            if not op.results[0].type.has_static_shape or _dynamic_layout(op.results[0].type):
+            if not op.results[0].type.has_static_shape or dynamic_layout(op.results[0].type):
                 raise HostComputeError(f"{name} with a dynamic layout on the host cannot be passed to a kernel")
             self._views[op.results[0]] = self._views[op.operands[0]]
         elif name == "gpu.launch_func":
@@ -137,7 +167,7 @@ class LaunchSequence:
         cast = op.operands[0].owner
         view = cast.operands[0].type if not isinstance(cast, ir.Block) and cast.name == "memref.cast" else None
         described = _TENSOR_MAP_TYPE.search(str(op.results[0].type))
-        if view is None or not view.has_static_shape or _dynamic_layout(view) or described is None:
+        if view is None or not view.has_static_shape or dynamic_layout(view) or described is None:
             raise HostComputeError(f"a tensor map of {op.operands[0].type} as {op.results[0].type}: only static "
                                    "views of a buffer, with zeros out of bounds and no interleave, are encoded")
         strides, offset = view.get_strides_and_offset()
@@ -152,6 +182,8 @@ class LaunchSequence:
         self._views[op.results[0]] = name
 
     def _scalar(self, value) -> KernelArg:
+        if value in self._loop_indices:
+            return KernelArg(kind="loop_index", dtype="i64", loop=self._loop_indices[value])
         if value not in self._constants:
             raise HostComputeError("a kernel scalar argument is computed on the host")
         return KernelArg(kind="scalar", dtype=dtype_name(value.type), value=self._constants[value])
@@ -221,8 +253,5 @@ def merge_kernel_modules(module: ir.Module) -> None:
             op.operation.move_before(list(target_block.operations)[0])
     for gm in gpu_modules[1:]:
         gm.operation.erase()
-    func = mlir.main_func(module)
-    for op in func.regions[0].blocks[0].operations:
-        if op.operation.name == "gpu.launch_func":
-            kernel = _kernel_name(op.opview)
-            op.attributes["kernel"] = ir.SymbolRefAttr.get([target_name, kernel])
+    for op in mlir.ops_named(mlir.main_func(module), "gpu.launch_func"):
+        op.attributes["kernel"] = ir.SymbolRefAttr.get([target_name, _kernel_name(op.opview)])

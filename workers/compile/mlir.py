@@ -111,6 +111,23 @@ def main_func(module: ir.Module):
     return funcs[0]
 
 
+def body_ops(func) -> list:
+    """The ops of a function's body in walk order (pre-order), those in the loops of its body included (a
+    recurrent layer's time loop: workers/recurrent.py), not those inside a linalg op's or a launch's region."""
+    found = []
+
+    def visit(block):
+        for op in block.operations:
+            found.append(op)
+            if not op.operation.name.startswith(("linalg.", "gpu.")):
+                for region in op.operation.regions:
+                    for inner in region.blocks:
+                        visit(inner)
+
+    visit(func.regions[0].blocks[0])
+    return found
+
+
 def rebuilt_generic(generic, inputs: list[ir.Value], inits: list[ir.Value], maps: list[ir.AffineMap],
                     iterators: ir.ArrayAttr):
     """A linalg.generic over a new iteration space (`maps`, `iterators`) and operands, before `generic`,

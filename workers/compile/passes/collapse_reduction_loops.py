@@ -18,14 +18,14 @@ import math
 
 from numba_cuda_mlir._mlir.dialects import tensor
 
-from workers.compile.mlir import (ir, indexing_maps, is_contraction, iterator_types, main_func, ops_named,
+from workers.compile.mlir import (body_ops, ir, indexing_maps, is_contraction, iterator_types, main_func, ops_named,
                                   rebuilt_generic)
 
 NAME = "farm-collapse-reduction-loops"
 
 
 def run(module: ir.Module) -> None:
-    for op in list(main_func(module).regions[0].blocks[0].operations):
+    for op in body_ops(main_func(module)):
         if op.operation.name == "linalg.generic" and (loops := collapsible_loops(op)):
             _collapse(op, loops)
 

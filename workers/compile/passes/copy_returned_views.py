@@ -3,7 +3,7 @@ reshaped: `states[:, -1]`) is copied by a linalg.copy into a tensor of its own b
 
 The function's results are contiguous buffers, so bufferization would copy such a view itself, as a copy on
 the host, which the compile stage refuses. As a linalg op the copy is scheduled, tiled and run as a kernel
-like any other. Views that are contiguous already (a run of whole rows) are returned as they are.
+like any other. Views that are contiguous already (a run of whole rows from the start) are returned as they are.
 """
 from __future__ import annotations
 
@@ -16,13 +16,16 @@ RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
 
 
 def _strided_slice(value: ir.Value) -> bool:
-    """`value` is (a reshape of) a tensor.extract_slice whose elements are not one contiguous run."""
+    """`value` is (a reshape of) a tensor.extract_slice whose elements are not one contiguous run from the
+    start of its tensor (an output is a buffer of its own, at offset 0)."""
     owner = value.owner
     while isinstance(owner, ir.OpView) and owner.name in RESHAPES:
         owner = owner.operands[0].owner
     if not isinstance(owner, ir.OpView) or owner.name != "tensor.extract_slice":
         return False
     source = owner.operands[0].type.shape
+    if any(ir.DenseI64ArrayAttr(owner.attributes["static_offsets"])):
+        return True
     sizes = list(ir.DenseI64ArrayAttr(owner.attributes["static_sizes"]))
     strides = list(ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
     partial = [d for d, (size, whole) in enumerate(zip(sizes, source)) if size != whole]

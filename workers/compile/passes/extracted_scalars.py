@@ -10,7 +10,7 @@ Runs with the clean-up, before the schedule.
 """
 from __future__ import annotations
 
-from workers.compile.mlir import ir, indexing_maps, linalg_dialect, main_func
+from workers.compile.mlir import body_ops, ir, indexing_maps, linalg_dialect, main_func
 
 NAME = "farm-extracted-scalars-as-operands"
 
@@ -76,7 +76,7 @@ def _within(op, ancestor) -> bool:
 
 
 def run(module: ir.Module) -> None:
-    for op in list(main_func(module).regions[0].blocks[0].operations):
+    for op in body_ops(main_func(module)):
         if not _single_element_read(op.operation):
             continue
         scalar, source = op.operation.results[0], op.operation.operands[0]

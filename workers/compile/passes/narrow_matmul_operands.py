@@ -4,7 +4,7 @@ cores. Runs after the clean-up, before the schedule.
 """
 from __future__ import annotations
 
-from workers.compile.mlir import ir, linalg_dialect, main_func
+from workers.compile.mlir import body_ops, ir, linalg_dialect, main_func
 
 
 def _extended(value) -> ir.Value | None:
@@ -27,7 +27,7 @@ def narrow_matmul_operands(module: ir.Module) -> None:
     addmm of an f16 nn.Linear with a bias extends x and W^T to f32) multiplies the narrow tensors
     instead: linalg.matmul extends its operands to the accumulator's type itself (the same arithmetic),
     and tensor cores take 16-bit operands. The extensions, left without uses, go at the next cleanup."""
-    for op in list(main_func(module).regions[0].blocks[0].operations):
+    for op in body_ops(main_func(module)):
         if op.operation.name != "linalg.matmul":
             continue
         maps = [str(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]

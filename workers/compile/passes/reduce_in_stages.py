@@ -25,7 +25,7 @@ import math
 
 from numba_cuda_mlir._mlir.dialects import arith, linalg, tensor
 
-from workers.compile.mlir import (ir, indexing_maps, is_contraction, iterator_types, loop_ranges, main_func,
+from workers.compile.mlir import (body_ops, ir, indexing_maps, is_contraction, iterator_types, loop_ranges, main_func,
                                   rebuilt_generic, reduction_combiner)
 from workers.compile.passes.collapse_reduction_loops import collapsible_loops, run_position
 
@@ -38,7 +38,7 @@ COMBINERS = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": -math.inf, 
 
 
 def run(module: ir.Module) -> None:
-    for op in list(main_func(module).regions[0].blocks[0].operations):
+    for op in body_ops(main_func(module)):
         if op.operation.name == "linalg.generic" and (stages := staged_loops(op)):
             _split(op, *stages)
 

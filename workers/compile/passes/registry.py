@@ -8,7 +8,7 @@ from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_
                                     copy_returned_views, extracted_scalars, interleave_columns, k_loops, kernel_arguments,
                                     narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
                                     scalar_unit_loop, separate_fill_inits, shared_memory, tensor_core_conversion,
-                                    warp_merge, wgmma)
+                                    views_into_kernels, warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
@@ -24,6 +24,7 @@ PASSES: dict[str, Pass] = {
     copy_returned_views.NAME: copy_returned_views.run,
     separate_fill_inits.NAME: separate_fill_inits.run,
     "farm-wgmma-k-loops": wgmma.warpgroup_matmuls,
+    views_into_kernels.NAME: views_into_kernels.run,
     outline_kernels.NAME: outline_kernels.run,
     "farm-tensor-core-conversion": lambda m: tensor_core_conversion.run_on_contracting_kernels(m, TENSOR_CORE_PASSES),
     "farm-overlap-tiles-dead-in-k-loops": lambda m: k_loops.overlap_tiles_dead_in_k_loops(m, STAGED, K_LOOP),

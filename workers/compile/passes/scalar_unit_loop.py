@@ -10,7 +10,7 @@ expand_shape into its fill.
 """
 from __future__ import annotations
 
-from workers.compile.mlir import ir, main_func, ops_named, rebuilt_generic
+from workers.compile.mlir import body_ops, ir, main_func, ops_named, rebuilt_generic
 from numba_cuda_mlir._mlir.dialects import linalg, tensor
 
 NAME = "farm-scalar-unit-loop"
@@ -28,7 +28,7 @@ def _rank0(value: ir.Value) -> bool:
 
 
 def run(module: ir.Module) -> None:
-    for op in list(main_func(module).regions[0].blocks[0].operations):
+    for op in body_ops(main_func(module)):
         if op.operation.name != "linalg.generic" or not any(_rank0(r) for r in op.operation.results):
             continue
         _with_unit_loop(op)

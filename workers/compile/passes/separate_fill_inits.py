@@ -17,17 +17,17 @@ from __future__ import annotations
 
 from numba_cuda_mlir._mlir.dialects import tensor
 
-from workers.compile.mlir import ir, main_func
+from workers.compile.mlir import body_ops, ir, main_func
 
 NAME = "farm-separate-fill-inits"
 MATMULS = ("linalg.matmul", "linalg.batch_matmul")
 
 
 def run(module: ir.Module) -> None:
-    for op in list(main_func(module).regions[0].blocks[0].operations):
+    for op in body_ops(main_func(module)):
         if op.operation.name == "linalg.fill":
             _fill_per_user(op.operation)
-    for op in main_func(module).regions[0].blocks[0].operations:
+    for op in body_ops(main_func(module)):
         if op.operation.name != "linalg.fill":
             continue
         init = op.operation.operands[1]
