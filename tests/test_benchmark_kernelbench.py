@@ -23,13 +23,13 @@ def harness(*args: str) -> subprocess.CompletedProcess:
 
 def test_compile_records_a_row_per_problem_resumes_and_packs_what_a_gpu_node_needs(tmp_path):
     out = tmp_path / "kb"
-    models = [str(BREADTH / "mse_loss.py"), str(BREADTH / "long_lstm.py")]
+    models = [str(BREADTH / "mse_loss.py"), str(BREADTH / "random_state.py")]
     done = harness("compile", *models, "--out", str(out))
     assert done.returncode == 0, done.stderr
     rows = {r.problem: r for r in (CompileRow.from_json(p.read_text()) for p in (out / "level0").glob("*.compile.json"))}
     assert rows["mse_loss"].ok and rows["mse_loss"].stage == "done" and rows["mse_loss"].kernels >= 1
-    assert not rows["long_lstm"].ok and rows["long_lstm"].stage == "frontend"
-    assert "unrolls into 200 cell steps" in rows["long_lstm"].error
+    assert not rows["random_state"].ok and rows["random_state"].stage == "frontend"
+    assert "forward draws random numbers" in rows["random_state"].error
     assert "| 0 | 2 | 1 (50%) | frontend: 1 |" in done.stdout
     again = harness("compile", *models, "--out", str(out))
     assert "2 of 2 problems have a row" in again.stderr and "level0/mse_loss: compiled" not in again.stderr
@@ -38,7 +38,7 @@ def test_compile_records_a_row_per_problem_resumes_and_packs_what_a_gpu_node_nee
     with tarfile.open(tmp_path / "jobs.tar.xz") as tar:
         names = set(tar.getnames())
     assert {f"kb/level0/mse_loss/{n}" for n in kernelbench.MEASURE_NEEDS} | {"kb/level0/mse_loss.compile.json"} <= names
-    assert not any("long_lstm" in n for n in names)
+    assert not any("random_state" in n for n in names)
     # what a GPU node measured travels with the next pack, so that the next node resumes after it
     (out / "level0" / "mse_loss.measure.json").write_text(MeasureRow("mse_loss", 0, "ok", correct=True).to_json())
     (out / "level0" / "mse_loss" / "reference_timing.json").write_text("{}")

@@ -525,13 +525,6 @@ def test_v0_takes_warp_merge_only_where_the_threads_are_whole_warps(tmp_path):
     assert not result.ok and result.stage == "schedule" and "to be whole warps" in result.error
 
 
-def test_a_long_recurrent_network_is_refused_at_once_with_its_step_count(tmp_path):
-    started = time.perf_counter()
-    with pytest.raises(FrontendError, match=r"LSTM of 2 layer\(s\) over 100 time steps unrolls into 200 cell steps"):
-        lower_model(str(BREADTH / "long_lstm.py"), str(tmp_path / "lstm"))
-    assert time.perf_counter() - started < 30
-
-
 def test_a_lowering_past_its_memory_limit_is_stopped_with_that_reason(tmp_path):
     with pytest.raises(FrontendError, match="more than its 1 GB memory limit"):
         lower_model_bounded(str(BREADTH / "huge_init.py"), str(tmp_path / "huge"), limits=LoweringLimits(memory_gb=1))

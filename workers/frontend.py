@@ -24,6 +24,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from workers.model_loader import STATE_BUFFERS, ModelLoadError, load_model, tensor_inputs
 from workers.records import ModelInfo
+from workers.recurrent import RecurrentError, lower_scans, scanned_layers
 from workers.atomic import write_text
 from workers.layout import LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE
 from workers.process import MemoryLimitExceeded, run_in_group
@@ -370,6 +371,17 @@ def _refuse_data_dependent_shapes(program) -> None:
                                 "form of fixed shape lowers (torch.where(mask, x, 0) in place of x[mask])")
 
 
+def _refuse_random_ops(program) -> None:
+    """FrontendError where forward draws random numbers (torch.randn of an initial state, dropout in training):
+    every call then computes something else, which no compiled kernel reproduces (and torch-mlir lowers the
+    generator's state to code on the host). The message names the op and its source line."""
+    for node in program.graph.nodes:
+        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            raise FrontendError(f"forward draws random numbers ({node.target}{_user_line(node.meta.get('stack_trace') or '')}):"
+                                " each call computes something else, which compiled kernels cannot reproduce; draw the "
+                                "random tensor in get_inputs() and pass it to forward instead")
+
+
 def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[list[int]]]:
     """(IR text, lifted state names, output shapes). `inputs`: tensors and Python numbers."""
     from torch_mlir import fx
@@ -378,16 +390,22 @@ def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     names = list(state)
     lifted = _Lifted(model, names, [None if isinstance(x, torch.Tensor) else x for x in inputs])
-    with torch.no_grad():
+    with torch.no_grad(), scanned_layers(model) as has_recurrent_layers:
         try:
             program = torch.export.export(lifted, (*tensor_inputs(inputs), *[state[n].detach() for n in names]))
         except GuardOnDataDependentSymNode as e:
             raise FrontendError(f"forward decides in Python on a tensor's value{_user_line(str(e))}, which cannot be "
                                 "traced: the ops a model runs must not depend on its inputs' values (torch.where "
                                 "chooses per element)") from None
+        except RecurrentError as e:
+            raise FrontendError(str(e)) from None
         _refuse_data_dependent_shapes(program)
-        module = fx.export_and_import(program, output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
-                                      decomposition_table=_decompositions())
+        _refuse_random_ops(program)
+        if has_recurrent_layers:
+            module = lower_scans(program, _decompositions())
+        else:
+            module = fx.export_and_import(program, output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
+                                          decomposition_table=_decompositions())
     _strip_asserts(module)
     func = next(op for op in module.body.operations if op.operation.name == "func.func")
     outputs = [list(t.shape) for t in func.type.results]
@@ -419,47 +437,6 @@ def lowered_before(path: Path, job_dir: str, seed: int) -> ModelInfo | None:
     return info if same_source and info.seed == seed else None
 
 
-# Recurrent layers (nn.RNN, nn.LSTM, nn.GRU) unroll into one group of ops per layer, direction and time
-# step: an LSTM of 6 layers over 512 steps became ~70,000 linalg ops (4,500 for 32 steps), far more kernels
-# than a model's compile takes, since the compile stage keeps no loop on the host. Past this many cell steps
-# the lowering is refused at once, with the count.
-MAX_RECURRENT_STEPS = 64
-
-
-class _TooManySteps(Exception):
-    pass
-
-
-def check_recurrent_steps(model: nn.Module, inputs: list) -> None:
-    """Raise FrontendError where a recurrent layer of `model` would unroll past MAX_RECURRENT_STEPS cell
-    steps on `inputs`: the layers' inputs are seen by pre-hooks that stop the model before any of them
-    runs (a model without recurrent layers is not run at all)."""
-    def count(layer: nn.RNNBase, args) -> None:
-        x = args[0]
-        time_steps = x.shape[1 if layer.batch_first and x.dim() == 3 else 0]
-        steps = time_steps * layer.num_layers * (2 if layer.bidirectional else 1)
-        if steps > MAX_RECURRENT_STEPS:
-            raise _TooManySteps(f"{type(layer).__name__} of {layer.num_layers} layer(s) over {time_steps} time steps"
-                                f"{', both directions' if layer.bidirectional else ''} unrolls into {steps} cell steps")
-
-    layers = [m for m in model.modules() if isinstance(m, nn.RNNBase)]
-    if not layers:
-        return
-    hooks = [layer.register_forward_pre_hook(count) for layer in layers]
-    try:
-        with torch.no_grad():
-            model(*inputs)
-    except _TooManySteps as e:
-        raise FrontendError(f"{e}, past the {MAX_RECURRENT_STEPS} this compile stage takes (each step's ops become "
-                            "kernels of their own; no time loop is kept on the host): a shorter sequence or fewer "
-                            "layers lower") from None
-    except Exception:  # the export below reports a model that cannot run
-        pass
-    finally:
-        for hook in hooks:
-            hook.remove()
-
-
 def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
     """Write job_dir/{model_linalg.mlir, model_info.json, model.py}; return the ModelInfo."""
     path = Path(model_path).resolve()
@@ -469,10 +446,6 @@ def lower_model(model_path: str, job_dir: str, seed: int = 0) -> ModelInfo:
         model, inputs = load_model(str(path), seed, input_values=False)
     except ModelLoadError as e:
         raise FrontendError(str(e)) from None
-    try:
-        check_recurrent_steps(model, inputs)
-    except FrontendError as e:
-        raise FrontendError(f"{path.name}: {e}") from None
     started = time.perf_counter()
     with tempfile.TemporaryFile(mode="w+") as diagnostics:
         try:
@@ -532,8 +505,7 @@ def _unparsed_op(error: str) -> str:
 
 @dataclass(frozen=True)
 class LoweringLimits:
-    """What one model's lowering may take. torch-mlir unrolls recurrent networks step by step (an LSTM
-    became ~11,800 linalg ops in 600-700 s) and has needed over 23 GB for one large model: past these
+    """What one model's lowering may take. torch-mlir has needed over 23 GB for one large model: past these
     the lowering fails once, with the reason, instead of holding a worker or the machine."""
 
     seconds: float = 900
@@ -551,8 +523,7 @@ def lower_model_bounded(model_path: str, job_dir: str, seed: int = 0,
     try:
         code, output = run_in_group(cmd, limits.seconds, int(limits.memory_gb * (1 << 30)))
     except TimeoutError:
-        raise FrontendError(f"{failed} ran past its limit of {limits.seconds:.0f} s and was stopped (recurrent "
-                            "networks unroll every time step; a shorter sequence lowers faster)") from None
+        raise FrontendError(f"{failed} ran past its limit of {limits.seconds:.0f} s and was stopped") from None
     except MemoryLimitExceeded:
         raise FrontendError(f"{failed} needed more than its {limits.memory_gb:g} GB memory limit and was "
                             "stopped") from None

@@ -1,4 +1,5 @@
-"""A two-layer LSTM over 100 time steps: 200 unrolled cell steps, past what the compile stage takes."""
+"""A two-layer LSTM over 100 time steps (batch first): torch-mlir would unroll 200 cell steps; the frontend
+keeps one time loop per layer (workers/recurrent.py)."""
 import torch
 import torch.nn as nn
 
