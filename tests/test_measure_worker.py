@@ -619,3 +619,30 @@ def test_the_float64_reference_runs_on_the_cpu_where_the_gpu_memory_does_not_hol
     assert torch.equal(out, x.double() * 3 + 2)
     assert model.scale.dtype == torch.float32, "the caller's model is left as it was"
     assert compare("out", (x * 3 + 2).float(), out, x * 3 + 2, 1e-4, 1e-4).passed
+
+
+def test_the_float64_reference_reaches_modules_a_lambda_of_the_model_holds():
+    """level3/44's MLP is a lambda over the model's own modules: a float64 copy of the model called the
+    original float32 ones (mat1 and mat2 must have the same dtype). The reference swaps float64 parameters
+    into the model itself for the call."""
+    import torch
+
+    from workers.measure.gpu_run import float64_reference
+
+    class LambdaMlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+            fc = self.fc
+            self.mlp = lambda x: torch.relu(fc(x))
+
+        def forward(self, x):
+            return self.mlp(x)
+
+    torch.manual_seed(0)
+    model, x = LambdaMlp(), torch.rand(2, 4)
+    with torch.no_grad():
+        (out,) = float64_reference(model, [x])
+    assert out.dtype == torch.float64
+    assert torch.allclose(out, torch.relu(x.double() @ model.fc.weight.double().T + model.fc.bias.double()))
+    assert model.fc.weight.dtype == torch.float32

@@ -102,14 +102,19 @@ def compare(buffer: str, got, exact, library, atol: float, rtol: float) -> Outpu
 
 
 def float64_reference(model, inputs: list) -> list:
-    """The outputs of a copy of `model` in float64, where the inputs are; on the CPU where the GPU's memory
-    does not hold them (level1/45's 16 GB input took a 32 GB float64 copy beside our own buffers)."""
+    """The outputs of `model` run with float64 copies of its parameters and buffers (swapped in for the call:
+    a copy of the model would miss a lambda's closure over the original's modules, level3/44's MLP), where
+    the inputs are; on the CPU where the GPU's memory does not hold them (level1/45's 16 GB input took a
+    32 GB float64 copy beside our own buffers)."""
     import torch
 
+    def exact(t, device):
+        return t.to(device=device, dtype=torch.float64 if t.is_floating_point() else t.dtype)
+
     def run(device):
-        exact = copy.deepcopy(model).to(device=device).double()
-        return _as_list(exact(*[x.to(device=device, dtype=torch.float64 if x.is_floating_point() else x.dtype)
-                                if isinstance(x, torch.Tensor) else x for x in inputs]))
+        state = {name: exact(t, device) for name, t in [*model.named_parameters(), *model.named_buffers()]}
+        return _as_list(torch.func.functional_call(model, state, tuple(
+            exact(x, device) if isinstance(x, torch.Tensor) else x for x in inputs)))
 
     try:
         return run(None)
