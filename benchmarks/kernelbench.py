@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/kernelbench.py compile [--level 1 2 3 | PROBLEM.py...] [--out kb-out]
     .venv/bin/python benchmarks/kernelbench.py pack [--out kb-out]         # what a GPU node needs, as one archive
     python3 benchmarks/kernelbench.py measure [--out kb-out] [--record FILE]      # on a GPU node
+    python3 benchmarks/kernelbench.py loop --iterations 4 [--out kb-out]         # on a GPU node, after measure
     .venv/bin/python benchmarks/kernelbench.py table [--out kb-out]               # what is recorded so far
 
 `compile` (CPU machine): each problem is lowered (the frontend's own time and memory limits) and its v0
@@ -14,6 +15,12 @@ Resumable: a problem whose row is recorded (OUT/levelN/<problem>.compile.json) i
 on several input draws, timing beside eager and torch.compile with one protocol); torch.compile's
 compilations run in parallel processes first, their times cached per problem and GPU
 (reference_timing.json), so the sequential timing measures dozens of problems in one device call.
+
+`loop` (GPU node, after `measure`): the whole optimization loop (`orchestrator submit`, an embedded farm:
+compile workers, a measure worker per GPU, the rule engine) on each compiled problem, up to --iterations
+versions, from its job folder's lowering (the node has no torch-mlir; the frontend reuses the lowering,
+the measure worker the cached peer times). OUT/loop/levelN/<problem>/ are the loop's job folders; a row
+per problem (OUT/levelN/<problem>.loop.json) times its best correct version.
 
 The tables count a problem that did not compile, or was wrong, as not fast. fast_p: correct and faster
 than the peer by more than a factor p (KernelBench's metric; its README gives torch.compile's figures).
@@ -72,6 +79,7 @@ class MeasureRow(JsonRecord):
     device: str = ""
     error: str = ""
     seconds: dict[str, float] = field(default_factory=dict)  # the GPU child's steps (load, check, ...)
+    version: int = 0  # the version timed: v0 (`measure`), the loop's best correct one (`loop`)
 
 
 def problems(levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
@@ -343,6 +351,71 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
     return list(rows.values())
 
 
+LOOP_FOLDER = "loop"  # OUT/loop/levelN/<problem>/: the loop's job folders
+LOOP_SEED = ("model.py", MODEL_INFO_FILE, LINALG_FILE, "reference_timing.json")  # from v0's job folder
+
+
+def loop_row(level: int, problem: Path, job: Path) -> MeasureRow:
+    """The loop's best correct version of `problem` (its job folder `job`), else why there is none."""
+    from orchestrator.records import JobState
+    from orchestrator.reports import best_iteration
+    from orchestrator.state import JOB_FILE
+
+    if not (job / JOB_FILE).exists():
+        return MeasureRow(problem.stem, level, "not looped", error="the loop did not start this problem")
+    state = JobState.from_json((job / JOB_FILE).read_text())
+    best = best_iteration(state.iterations)
+    if best is None:
+        return MeasureRow(problem.stem, level, state.status, error=(state.stop_reason or state.error)[:300])
+    m = best.measure
+    return MeasureRow(problem.stem, level, m.status, correct=True, ours_us=_us(m.time), eager_us=_us(m.eager),
+                      compiled_us=_us(m.compiled), max_abs_err=m.max_abs_err or 0.0, device=m.device,
+                      version=best.version)
+
+
+def loop_all(items: list[tuple[int, Path]], out: Path, iterations: int, budget_s: float,
+             compile_workers: int) -> list[MeasureRow]:
+    """Each level's compiled problems as jobs of one `orchestrator submit` (an embedded farm), seeded with
+    their lowering; the farm is stopped, whole, when the budget ends, and each problem's row is its best
+    correct version by then."""
+    from workers.records import CompileResult
+
+    until = time.time() + budget_s
+    rows = []
+    for level in sorted({level for level, _ in items}):
+        folder = out / LOOP_FOLDER / f"level{level}"
+        problems_here = [p for lvl, p in items if lvl == level and (job_dir(out, level, p) / "v0" / "compile_result.json")
+                         .exists() and CompileResult.from_json((job_dir(out, level, p) / "v0" / "compile_result.json")
+                                                               .read_text()).ok]
+        models = []
+        for problem in problems_here:
+            (folder / problem.stem).mkdir(parents=True, exist_ok=True)
+            for name in LOOP_SEED:
+                if (job_dir(out, level, problem) / name).exists():
+                    shutil.copy(job_dir(out, level, problem) / name, folder / problem.stem / name)
+            shutil.copy(job_dir(out, level, problem) / "model.py", folder / f"{problem.stem}.py")
+            models.append(str(folder / f"{problem.stem}.py"))
+        if not models or time.time() >= until:
+            continue
+        print(f"level {level}: the loop on {len(models)} problems, up to {iterations} versions each "
+              f"(farm logs in {folder / '.farm' / 'logs'})", file=sys.stderr, flush=True)
+        from workers.process import run_in_group
+
+        cmd = [sys.executable, "-m", "orchestrator.cli", "submit", *models, "--iterations", str(iterations),
+               "--out", str(folder), "--compile-workers", str(compile_workers)]
+        try:
+            code, output = run_in_group(cmd, until - time.time())
+            print(output[-3000:], file=sys.stderr, flush=True)
+        except TimeoutError:
+            print(f"budget of {budget_s:.0f} s spent: the farm was stopped; rows keep each problem's best "
+                  "version so far", file=sys.stderr, flush=True)
+        for problem in problems_here:
+            row = loop_row(level, problem, folder / problem.stem)
+            row_path(out, level, problem, "loop").write_text(row.to_json(indent=2))
+            rows.append(row)
+    return rows
+
+
 MEASURE_NEEDS = ("model.py", "model_info.json", "v0/config.json", "v0/kernels.ptx", "v0/compile_result.json")
 MEASURED = ("reference_timing.json",)  # the peers' times of an earlier run, which a resumed run reuses
 
@@ -441,6 +514,17 @@ def measure_table(rows: list[MeasureRow]) -> str:
     return "\n".join(lines)
 
 
+def loop_table(rows: list[MeasureRow], v0_rows: list[MeasureRow]) -> str:
+    """measure_table of the loop's best versions, with each problem's best version and its speedup over v0."""
+    v0 = {(r.level, r.problem): r for r in v0_rows}
+    lines = [measure_table(rows), "", "| problem | best version | vs v0 |", "|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r.level, _number(r.problem))):
+        first = v0.get((r.level, r.problem))
+        gain = f"{first.ours_us / r.ours_us:.2f}x" if r.correct and first and first.correct and first.ours_us else "-"
+        lines.append(f"| level{r.level}/{r.problem} | {f'v{r.version}' if r.correct else '-'} | {gain} |")
+    return "\n".join(lines)
+
+
 def _commit() -> str:
     """FARM_COMMIT where the caller names it (a GPU node's copy of the tree can carry a stale git HEAD: the
     records of 2026-12-05 named one), else HEAD, with "+changes" where tracked files differ from it."""
@@ -472,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in (("compile", "lower and compile v0 of each problem (CPU)"),
                        ("pack", "pack what `measure` needs of the compiled problems, to carry to a GPU node"),
                        ("measure", "measure each compiled v0 on this node's GPU"),
+                       ("loop", "run the optimization loop on each compiled problem on this node's GPUs"),
                        ("table", "print the tables of what is recorded")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("problems", nargs="*", help="problem files (default: every problem of --level)")
@@ -497,6 +582,12 @@ def main(argv: list[str] | None = None) -> int:
                                         help="stop starting measurements after this many seconds (540)")
     sub.choices["measure"].add_argument("--peer-workers", type=int, default=8,
                                         help="torch.compile processes warming the peers at once (8)")
+    sub.choices["loop"].add_argument("--iterations", type=int, default=4, help="most versions per problem, v0 "
+                                     "included (4)")
+    sub.choices["loop"].add_argument("--budget", type=float, default=540,
+                                     help="stop the farm after this many seconds, keeping what it measured (540)")
+    sub.choices["loop"].add_argument("--compile-workers", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                                     help="compile worker processes of the farm (half the cores)")
     args = parser.parse_args(argv)
     if args.command == "compile":
         items, where = problems(args.level, args.problems), f"the suite ({SUITE})"
@@ -518,6 +609,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "measure":
         rows = measure_all(items, args.out, args.again, args.timeout, args.budget, args.peer_workers)
         table, title = measure_table(rows), "v0 measured"
+        device = next((r.device for r in rows if r.device), "no GPU")
+    elif args.command == "loop":
+        rows = loop_all(items, args.out, args.iterations, args.budget, args.compile_workers)
+        table, title = loop_table(rows, _rows(args.out, items, "measure", MeasureRow)), \
+            f"the loop, up to {args.iterations} versions"
         device = next((r.device for r in rows if r.device), "no GPU")
     else:
         compiled = _rows(args.out, items, "compile", CompileRow)

@@ -1,7 +1,9 @@
 """The KernelBench harness (benchmarks/kernelbench.py) on small problems: compile rows, resuming, the time limit,
-packing for a GPU node, and the fast_p tables (the measurement itself needs a GPU: its rows are hand-made)."""
+packing for a GPU node, the fast_p tables (the measurement itself needs a GPU: its rows are hand-made), and the
+loop on a GPU node (its GPU the orchestrator's test double)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -173,3 +175,27 @@ def test_a_record_names_the_commit_the_caller_gives_else_head_marked_when_the_tr
     monkeypatch.setenv("FARM_COMMIT", "abc1234")
     kernelbench.record(str(tmp_path / "r.md"), "t", "| table |", "GPU")
     assert "Commit: abc1234." in (tmp_path / "r.md").read_text()
+
+
+def test_loop_runs_the_farm_on_each_compiled_problem_from_its_lowering_and_keeps_its_best_version(tmp_path):
+    """On a GPU node (no torch-mlir there: a stand-in package that fails to import takes its place) the loop
+    reuses each job folder's lowering; the GPU is the orchestrator's TEST DOUBLE (FakeGpuMeasure, synthetic
+    timings). A row per problem names its best correct version; the table compares it with v0's row."""
+    out = tmp_path / "kb"
+    model = str(BREADTH / "gelu_tanh.py")
+    assert harness("compile", model, "--out", str(out)).returncode == 0
+    (out / "level0" / "gelu_tanh.measure.json").write_text(
+        MeasureRow("gelu_tanh", 0, "ok", correct=True, ours_us=100.0, eager_us=25.0).to_json())
+    (tmp_path / "no_mlir" / "torch_mlir").mkdir(parents=True)
+    (tmp_path / "no_mlir" / "torch_mlir" / "__init__.py").write_text("raise ImportError('no torch-mlir here')\n")
+    env = {**os.environ, "MLIR_FARM_MEASURE": "test_orchestrator_doubles:FakeGpuMeasure.measure_iteration",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "no_mlir"), str(REPO / "tests"), str(REPO)])}
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "kernelbench.py"), "loop", model, "--out",
+                           str(out), "--iterations", "3", "--compile-workers", "1", "--budget", "300"],
+                          capture_output=True, text=True, timeout=400, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = MeasureRow.from_json((out / "level0" / "gelu_tanh.loop.json").read_text())
+    assert row.correct and row.ours_us > 0 and "TEST DOUBLE" in row.device and 0 <= row.version < 3
+    job = out / "loop" / "level0" / "gelu_tanh"
+    assert (job / "v0" / "kernels.ptx").exists() and (job / "final_report.md").exists()
+    assert f"| level0/gelu_tanh | v{row.version} | {100.0 / row.ours_us:.2f}x |" in done.stdout
