@@ -15,6 +15,7 @@ from tests.cpu_reference import run_linalg
 from workers.compile import mlir
 from workers.compile.host import HostComputeError, LaunchSequence
 from workers.compile.passes import registry, views_into_kernels
+from workers.compile.replay import replay
 from workers.frontend import FrontendError, lower_model
 from workers.model_loader import load_model
 from workers.records import HostLoop, ModelInfo
@@ -69,7 +70,8 @@ def test_a_recurrent_model_lowers_to_a_time_loop_per_layer_and_direction_that_co
 
 def test_a_recurrent_model_compiles_to_kernels_the_host_launches_once_per_time_step(tmp_path):
     """Each layer's step is a few kernels in a host loop of 100 indices; they take the step as an argument and
-    read and write the step's slices themselves (no view of dynamic offset crosses the kernel boundary)."""
+    read and write the step's slices themselves (no view of dynamic offset crosses the kernel boundary). The
+    version replays from its folder to the same kernels and loops."""
     job, _, config = compiled(tmp_path, "long_lstm")
     assert [loop.trip_count for loop in config.loops] == [100, 100]
     for number, loop in enumerate(config.loops):
@@ -80,6 +82,8 @@ def test_a_recurrent_model_compiles_to_kernels_the_host_launches_once_per_time_s
     outside = [launch for i, launch in enumerate(config.launches)
                if not any(loop.first <= i < loop.end for loop in config.loops)]
     assert outside and not any(a.kind == "loop_index" for launch in outside for a in launch.args)
+    rebuilt = replay(str(job), 0)  # the record is the replay: the loops too come from the version's files
+    assert rebuilt.identical, rebuilt.difference
 
 
 def test_a_model_drawing_random_numbers_in_forward_is_refused_with_the_line(tmp_path):
