@@ -116,7 +116,7 @@ def advise(request: AdviceRequest, experience=None) -> Decision:
     if stopped:
         return stopped
     kernels = best.measure.kernels
-    total = sum(k.duration_us for k in kernels) or 1.0
+    total = sum(k.time_us() for k in kernels) or 1.0  # a kernel in a host loop counts once per time step
     op_of = kernel_op_indices(kernels, best.compile, request.current, request.model)
     schedules = {s.op_index: s for s in request.current.ops}
     blocked = blocked_edits(request, guide)
@@ -125,7 +125,7 @@ def advise(request: AdviceRequest, experience=None) -> Decision:
     evidence = [Evidence("go_on_from_best", "model", {}, f"{why}; the next version starts from v{best.version}, the "
                                                          "best correct one")] if why else []
     top_saturated = None
-    for rank, i in enumerate(sorted(range(len(kernels)), key=lambda i: (-kernels[i].duration_us, i))):
+    for rank, i in enumerate(sorted(range(len(kernels)), key=lambda i: (-kernels[i].time_us(), i))):
         c, k = classes[i], kernels[i]
         schedule = schedules.get(op_of[i])
         if schedule is None:
@@ -135,13 +135,13 @@ def advise(request: AdviceRequest, experience=None) -> Decision:
         if rank == 0:
             top_saturated = routed.saturated
         if routed.hypothesis:
-            evidence.append(Evidence(c.rule, k.kernel, _metrics(k, k.duration_us / total),
+            evidence.append(Evidence(c.rule, k.kernel, _metrics(k, k.time_us() / total),
                                      f"{k.kernel} (op {schedule.op_index}, {schedule.family}, "
-                                     f"{100 * k.duration_us / total:.0f}% of kernel time) is {c.bottleneck}-bound "
+                                     f"{100 * k.time_us() / total:.0f}% of kernel time) is {c.bottleneck}-bound "
                                      f"by rule {c.rule} (all matching: {', '.join(c.matched)})"))
             return Decision(action="continue", bottleneck=c.bottleneck, evidence=evidence,
                             rules_version=guide.version, hypothesis=routed.hypothesis)
-    top_class = classes[max(range(len(kernels)), key=lambda i: (kernels[i].duration_us, -i))].bottleneck
+    top_class = classes[max(range(len(kernels)), key=lambda i: (kernels[i].time_us(), -i))].bottleneck
     if top_saturated:
         return _stop("resource saturated: the kernel where the time goes is at its SOL limit on every line "
                      "left to try, and no other kernel has a route", guide, top_class, evidence)

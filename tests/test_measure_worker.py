@@ -18,7 +18,7 @@ from workers.measure import gpu_unavailable, measure_batch, measure_iteration, r
 from workers.measure.gpu_run import Lap, RunOutcome, _classify
 from workers.compile.memory_plan import share_dead_temporaries
 from workers.measure.launch import (ConfigError, allocation_order, calls_device_malloc, check_config, launch_order,
-                                    model_file, pack_args, pathological_launches)
+                                    launch_runs, model_file, pack_args, pathological_launches)
 from workers.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
 from workers.measure.tensor_map import tiled_arguments
@@ -101,6 +101,8 @@ def test_a_host_loops_launches_run_once_per_index_in_order():
     # a profiler sees each launch once, in launch order: one KernelMetrics per launch of config.json
     assert launch_order(config, first_index_only=True) == [(0, {}), (1, {0: 6}), (2, {0: 6}), (3, {}), (4, {1: 0}),
                                                            (5, {})]
+    # the profile of each launch counts for its runs in a forward (the advisor weighs kernels by it)
+    assert launch_runs(config) == [1, 3, 3, 1, 2, 1]
     config.loops = []
     assert launch_order(config) == [(i, {}) for i in range(6)]
 

@@ -585,3 +585,18 @@ def test_edits_of_an_img2col_schedule_keep_its_tiles_aligned_to_the_gather():
     assert edit_for("double_thread_tile", v0, matmul, True, H200) == ScheduleEdit(0, "thread_tile", [0, 16, 8, 0])
     unaligned = dataclasses.replace(matmul, tile_alignments=[])
     assert edit_for("double_thread_tile", v0, unaligned, True, H200) == ScheduleEdit(0, "thread_tile", [0, 8, 16, 0])
+
+
+def test_a_kernel_in_a_host_loop_weighs_its_runs():
+    """A recurrent layer's step kernel is profiled once but runs once per time step: 512 runs of 10 us
+    outweigh one 100 us launch, so the advice goes to the step's op."""
+    ew = OpInfo(1, "linalg.generic", "elementwise", [10, 256], ["parallel", "parallel"], "f32")
+    projection, step = hand_written(name="projection", waves=0.2, sm=3, mem=4), hand_written(name="step", sm=20, mem=75)
+    step.duration_us, step.runs = 10.0, 512
+    req = request_for(MATMUL, matmul_schedule(), [projection, step])
+    req.model.ops.append(ew)
+    req.current.ops.append(OpSchedule(1, "elementwise", [1, 64], [1, 1]))
+    req.history[0].compile.kernel_ops = [0, 1]
+    d = advise(req)
+    assert d.action == "continue" and d.hypothesis.kernel == "step" and d.hypothesis.edit.op_index == 1, d
+    assert "98% of kernel time" in d.evidence[-1].text

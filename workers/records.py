@@ -402,6 +402,11 @@ class KernelMetrics(JsonRecord):
     l2_hit_rate_pct: float | None = None
     sectors_per_request: float | None = None
     shared_bank_conflicts: int | None = None
+    runs: int = 1  # times the launch runs in one forward (a host loop's trip count; NCU profiles it once)
+
+    def time_us(self) -> float:
+        """The kernel's time in one forward: its profiled duration times its runs."""
+        return self.duration_us * self.runs
 
 
 @dataclass

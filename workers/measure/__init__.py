@@ -17,7 +17,7 @@ from typing import Callable
 from workers.layout import COMPILE_RESULT_FILE, version_dir
 from workers.measure import gpu_run, ncu, report
 from workers.measure.gpu_run import RunOutcome
-from workers.measure.launch import ConfigError, check_config, pathological_launches
+from workers.measure.launch import ConfigError, check_config, launch_runs, pathological_launches
 from workers.atomic import write_text
 from workers.process import run_in_group, run_while_progressing
 from workers.records import LaunchConfig, MeasureResult
@@ -125,6 +125,9 @@ def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_
     else:
         try:
             prof = ncu.profile(job_dir, version, [l.kernel for l in config.launches], left)
+            if len(prof.kernels) == len(config.launches):  # one profile per launch, in launch order
+                for kernel, runs in zip(prof.kernels, launch_runs(config)):
+                    kernel.runs = runs
             result.kernels = prof.kernels
             report.write_ncu(job_dir, version, prof.kernels, prof.csv, prof.dropped_metrics)
         except (ncu.NcuError, TimeoutError, ValueError) as e:  # ValueError: a CSV pandas cannot read

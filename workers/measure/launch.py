@@ -79,6 +79,14 @@ def launch_order(config: LaunchConfig, first_index_only: bool = False) -> list[t
     return order + [(i, {}) for i in range(done, len(config.launches))]
 
 
+def launch_runs(config: LaunchConfig) -> list[int]:
+    """How many times each launch of config.json runs in one forward: its host loop's trip count, else once."""
+    runs = [1] * len(config.launches)
+    for loop in config.loops:
+        runs[loop.first:loop.end] = [loop.trip_count] * (loop.end - loop.first)
+    return runs
+
+
 def _check_loops(loops: list[HostLoop], launch_count: int) -> None:
     done = 0  # the previous loop's end
     for n, loop in enumerate(loops):

@@ -65,7 +65,7 @@ def write_benchmark(job_dir: str, result: MeasureResult, compiled_error: str = "
     write_text(os.path.join(version_dir(job_dir, result.version), "benchmark.md"), "\n".join(lines) + "\n")
 
 
-SUMMARY_COLUMNS = [("kernel", "kernel"), ("duration_us", "us"), ("sm_throughput_pct", "SM %"),
+SUMMARY_COLUMNS = [("kernel", "kernel"), ("duration_us", "us"), ("runs", "runs"), ("sm_throughput_pct", "SM %"),
                    ("memory_throughput_pct", "mem %"), ("dram_throughput_pct", "DRAM %"),
                    ("achieved_occupancy_pct", "occ %"), ("theoretical_occupancy_pct", "theo occ %"),
                    ("registers_per_thread", "regs"), ("grid_size", "grid"), ("block_size", "block"),
@@ -76,10 +76,11 @@ def write_ncu(job_dir: str, version: int, kernels: list[KernelMetrics], raw_csv:
     vdir = version_dir(job_dir, version)
     head = "| " + " | ".join(title for _, title in SUMMARY_COLUMNS) + " |"
     rows = ["| " + " | ".join(_num(getattr(k, f)) for f, _ in SUMMARY_COLUMNS) + " |" for k in kernels]
-    total = sum(k.duration_us for k in kernels)
+    total = sum(k.time_us() for k in kernels)
     write_text(os.path.join(vdir, "ncu_summary.md"), "\n".join([
         f"# NCU summary v{version}", "", f"{len(kernels)} kernel launch(es), {total:.2f} us in all "
-        "(ncu --clock-control none)", "", head, "|" + "---|" * len(SUMMARY_COLUMNS), *rows]) + "\n")
+        "(ncu --clock-control none; a launch in a host loop profiled once, counted for its runs)", "", head,
+        "|" + "---|" * len(SUMMARY_COLUMNS), *rows]) + "\n")
     details = [f"# NCU details v{version}", ""]
     for k in kernels:
         details += [f"## {k.kernel}", "", "| metric | ncu name | value |", "|---|---|---|"]
