@@ -159,6 +159,7 @@ def scanned_layers(model: nn.Module):
 _OPERATOR = re.compile(r'(?P<results>%[\w#]+(?::\d+)?) = torch\.operator "torch\.farm\.(?P<op>\w+)"'
                        r'\((?P<operands>[^)]*)\) : \((?P<types>[^)]*)\) -> (?P<result_types>.*)')
 _TENSOR = re.compile(r"tensor<(?P<dims>(?:\d+x)+)(?P<dtype>\w+)>")
+_SCAN_FUNCTION = re.compile(r"farm_(?P<cell>\w+?)_scan(?P<reverse>_reverse)?_\d+")  # calls_for_scans' names
 
 
 def calls_for_scans(torch_text: str) -> tuple[str, list[str]]:
@@ -195,9 +196,9 @@ def scan_body(name: str, arg_types: list[str], cell_function: str) -> str:
     again with a copy on the host: each scan's tensor is marked with the scan's name, so none is like another.
     A step reads its states through a copy of their own (a kernel): a kernel fused into the one writing the
     new states would otherwise read and write one buffer, which bufferization resolves with a copy on the host."""
-    cell = re.fullmatch(r"farm_(\w+?)_scan(_reverse)?_\d+", name)
-    reverse = cell[2] is not None
-    n_states = CELLS[cell[1]][1]
+    scan = _SCAN_FUNCTION.fullmatch(name)
+    reverse = scan["reverse"] is not None
+    n_states = CELLS[scan["cell"]][1]
     (steps, batch, gates), dtype = _shape(arg_types[0])
     hidden = _shape(arg_types[1])[0][1]
     step_type, state_type = f"tensor<{batch}x{gates}x{dtype}>", f"tensor<{batch}x{hidden}x{dtype}>"
@@ -309,7 +310,8 @@ def lower_scans(program, decompositions: dict):
             "torchdynamo-export-to-torch-backend-pipeline{ extra-library=})", "Lowering TorchFX IR -> Torch Backend IR")
         to_linalg = str(PassManager.parse(
             "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline{allow-non-finites=True})"))
-        assert to_linalg.endswith(_CONTRACT_CHECK + ")"), to_linalg
+        if not to_linalg.endswith(_CONTRACT_CHECK + ")"):
+            raise RuntimeError(f"torch-mlir's linalg backend pipeline no longer ends with its contract check: {to_linalg}")
         run_pipeline_with_repro_report(module, to_linalg.replace(_CONTRACT_CHECK, ""),
                                        "Lowering Torch Backend IR -> Linalg-on-Tensors Backend IR")
         declarations = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in module.body.operations
@@ -319,7 +321,7 @@ def lower_scans(program, decompositions: dict):
         for name in names:
             declaration = declarations[name]
             arg_types = [str(t) for t in ir.FunctionType(ir.TypeAttr(declaration.attributes["function_type"]).value).inputs]
-            cell = re.fullmatch(r"farm_(\w+?)_scan(?:_reverse)?_\d+", name)[1]
+            cell = _SCAN_FUNCTION.fullmatch(name)["cell"]
             (_, batch, gates), dtype = _shape(arg_types[0])
             step_types = (f"tensor<{batch}x{gates}x{dtype}>", *arg_types[1:])
             if (cell, step_types) not in cells:
