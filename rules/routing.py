@@ -99,6 +99,8 @@ def enable_vectorize(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Schedule
         return None  # a tensor-core kernel is vectorized whatever the flag says (the same PTX)
     if has_reduction and not s.reduction_tile:
         return None  # a reduction is vectorized only once its loop is tiled (reduction_tiling first)
+    if not has_reduction and s.thread_tile and all(t == 1 for t in s.thread_tile):
+        return None  # one element a thread: the vectorized kernel is the same PTX (seen as "same kernels" in loops)
     return ScheduleEdit(s.op_index, "vectorize", True)
 
 

@@ -118,13 +118,18 @@ def test_latency_bound_matmul_gets_more_blocks():
 
 
 def test_memory_bound_elementwise_widens_the_thread_tile_then_vectorizes():
+    """Vectorizing one element a thread gives the same PTX (the loop saw such versions as "same kernels"):
+    only a wider thread tile is vectorized."""
     schedule = OpSchedule(0, "elementwise", [4, 64], [1, 1])
     d = advise(request_for(ELEMENTWISE, schedule, [hand_written(sm=20, mem=75)]))
     assert (d.hypothesis.family, d.hypothesis.edit.field, d.hypothesis.edit.value) == \
         ("wider_thread_tile", "thread_tile", [1, 2])
-    rejected = [d.hypothesis]
-    d2 = advise(request_for(ELEMENTWISE, schedule, [hand_written(sm=20, mem=75)], rejected=rejected))
-    assert d2.hypothesis.family == "vectorize", "a rejected hypothesis is not retried"
+    d2 = advise(request_for(ELEMENTWISE, schedule, [hand_written(sm=20, mem=75)], rejected=[d.hypothesis]))
+    assert d2.action == "stop", "a rejected hypothesis is not retried, and one element a thread is not vectorized"
+    wider = OpSchedule(0, "elementwise", [4, 64], [1, 2])
+    d3 = advise(request_for(ELEMENTWISE, wider, [hand_written(sm=20, mem=75)]))
+    d4 = advise(request_for(ELEMENTWISE, wider, [hand_written(sm=20, mem=75)], rejected=[d3.hypothesis]))
+    assert d3.hypothesis.edit.value == [1, 4] and d4.hypothesis.family == "vectorize"
 
 
 def test_compute_bound_f16_matmul_goes_to_tensor_cores_and_f32_to_register_tiling():
