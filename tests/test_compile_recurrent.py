@@ -14,7 +14,8 @@ from torch import nn
 from tests.cpu_reference import run_linalg
 from workers.compile import mlir
 from workers.compile.host import HostComputeError, LaunchSequence
-from workers.compile.passes import registry, views_into_kernels
+from workers.compile.passes import full_rank_inserts, registry, views_into_kernels
+from workers.compile.pipeline import PassPipeline
 from workers.compile.replay import replay
 from workers.frontend import FrontendError, lower_model
 from workers.model_loader import load_model
@@ -49,7 +50,8 @@ def test_the_scanned_forward_computes_what_the_layer_computes(layer, given_state
         assert all(torch.allclose(w, g, atol=1e-6) for w, g in zip(want, got))
 
 
-@pytest.mark.parametrize("name, loops", [("long_lstm", 2), ("gru_both_ways", 4), ("lstm_cell_state", 4)])
+@pytest.mark.parametrize("name, loops", [("long_lstm", 2), ("gru_both_ways", 4), ("lstm_cell_state", 4),
+                                         ("gru_unbatched", 1)])
 def test_a_recurrent_model_lowers_to_a_time_loop_per_layer_and_direction_that_computes_what_torch_does(
         tmp_path, name, loops):
     """long_lstm's 200 cell steps were ~4,500 linalg ops unrolled; as loops, a few dozen. The lowering run on
@@ -134,3 +136,28 @@ def test_a_kernel_takes_a_host_loops_index_and_makes_its_view_of_dynamic_offset_
     assert launches.loops == [HostLoop(first=0, end=1, start=0, step=1, trip_count=8)]
     (launch,) = launches.launches
     assert [(a.kind, a.buffer, a.loop) for a in launch.args] == [("buffer", "arg0", None), ("loop_index", None, 0)]
+
+
+@pytest.mark.parametrize("source, sizes, groups", [
+    ([24], [1, 24], [[0, 1]]), ([3, 24], [3, 1, 24], [[0], [1, 2]]), ([24], [24, 1], [[0, 1]]),
+    ([], [1, 1], []), ([1, 24], [1, 1, 24], [[0], [1, 2]]), ([24], [2, 12], None)])
+def test_a_rank_reducing_inserts_source_expands_to_its_slice(source, sizes, groups):
+    assert full_rank_inserts.reassociation(source, sizes) == groups
+
+
+def test_the_unbatched_grus_state_inserts_are_made_full_rank_before_the_schedule(tmp_path):
+    """Unit-dim folding left `tensor.insert_slice %s into ... [1, 24]` of a tensor<24>, from which the
+    schedule's insert_slice_to_copy built an invalid copy; farm-full-rank-inserts expands the source first."""
+    job, _, _ = compiled(tmp_path, "gru_unbatched")
+    steps = PassPipeline.from_text((job / "v0" / "pass_pipeline.txt").read_text()).before_schedule()
+    with mlir.context():
+        module = mlir.parse((job / "model_linalg.mlir").read_text(), "model_linalg.mlir")
+        for step in steps[:-1]:
+            registry.run_step(step, module)
+        reduced = [op for op in mlir.ops_named(module.operation, "tensor.insert_slice")
+                   if op.operands[0].type.rank < op.operands[1].type.rank]
+        assert reduced, "the clean-up leaves rank-reducing inserts"
+        registry.run_step(steps[-1], module)
+        assert steps[-1] == full_rank_inserts.NAME and not [
+            op for op in mlir.ops_named(module.operation, "tensor.insert_slice")
+            if op.operands[0].type.rank < op.operands[1].type.rank]

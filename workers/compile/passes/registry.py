@@ -5,8 +5,8 @@ from typing import Callable
 
 from workers.compile import host, mlir
 from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_reduction_loops,
-                                    copy_returned_views, extracted_scalars, interleave_columns, k_loops, kernel_arguments,
-                                    narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
+                                    copy_returned_views, extracted_scalars, full_rank_inserts, interleave_columns,
+                                    k_loops, kernel_arguments, narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
                                     scalar_unit_loop, separate_fill_inits, shared_memory, tensor_core_conversion,
                                     views_into_kernels, warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
@@ -23,6 +23,7 @@ PASSES: dict[str, Pass] = {
     scalar_unit_loop.NAME: scalar_unit_loop.run,
     copy_returned_views.NAME: copy_returned_views.run,
     separate_fill_inits.NAME: separate_fill_inits.run,
+    full_rank_inserts.NAME: full_rank_inserts.run,
     "farm-wgmma-k-loops": wgmma.warpgroup_matmuls,
     views_into_kernels.NAME: views_into_kernels.run,
     outline_kernels.NAME: outline_kernels.run,
