@@ -303,19 +303,25 @@ def progress(row: MeasureRow) -> str:
     return f"{row.status}: {row.error.splitlines()[0] if row.error else 'no reason recorded'}"
 
 
+def v0_compiled(job: Path) -> bool:
+    """Whether the job folder's v0 compiled (its compile_result.json says so)."""
+    from workers.records import CompileResult
+
+    result = job / "v0" / "compile_result.json"
+    return result.exists() and CompileResult.from_json(result.read_text()).ok
+
+
 def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s: float,
                 budget_s: float, peer_workers: int) -> list[MeasureRow]:
     from workers.measure import measure_batch
-    from workers.records import CompileResult
 
     until = time.time() + budget_s
     compiled, rows = [], {}
     for level, problem in items:
         path = row_path(out, level, problem, "measure")
-        compile_result = job_dir(out, level, problem) / "v0" / "compile_result.json"
         if path.exists() and not again:
             rows[path] = MeasureRow.from_json(path.read_text())
-        elif not compile_result.exists() or not CompileResult.from_json(compile_result.read_text()).ok:
+        elif not v0_compiled(job_dir(out, level, problem)):
             rows[path] = MeasureRow(problem.stem, level, "not compiled")
         else:
             compiled.append((level, problem))
@@ -378,15 +384,13 @@ def loop_all(items: list[tuple[int, Path]], out: Path, iterations: int, budget_s
     """Each level's compiled problems as jobs of one `orchestrator submit` (an embedded farm), seeded with
     their lowering; the farm is stopped, whole, when the budget ends, and each problem's row is its best
     correct version by then."""
-    from workers.records import CompileResult
+    from workers.process import run_in_group
 
     until = time.time() + budget_s
     rows = []
     for level in sorted({level for level, _ in items}):
         folder = out / LOOP_FOLDER / f"level{level}"
-        problems_here = [p for lvl, p in items if lvl == level and (job_dir(out, level, p) / "v0" / "compile_result.json")
-                         .exists() and CompileResult.from_json((job_dir(out, level, p) / "v0" / "compile_result.json")
-                                                               .read_text()).ok]
+        problems_here = [p for lvl, p in items if lvl == level and v0_compiled(job_dir(out, level, p))]
         models = []
         for problem in problems_here:
             (folder / problem.stem).mkdir(parents=True, exist_ok=True)
@@ -399,13 +403,12 @@ def loop_all(items: list[tuple[int, Path]], out: Path, iterations: int, budget_s
             continue
         print(f"level {level}: the loop on {len(models)} problems, up to {iterations} versions each "
               f"(farm logs in {folder / '.farm' / 'logs'})", file=sys.stderr, flush=True)
-        from workers.process import run_in_group
-
         cmd = [sys.executable, "-m", "orchestrator.cli", "submit", *models, "--iterations", str(iterations),
                "--out", str(folder), "--compile-workers", str(compile_workers)]
         try:
             code, output = run_in_group(cmd, until - time.time())
-            print(output[-3000:], file=sys.stderr, flush=True)
+            print(output[-3000:] + (f"\norchestrator submit ended with status {code}" if code else ""),
+                  file=sys.stderr, flush=True)
         except TimeoutError:
             print(f"budget of {budget_s:.0f} s spent: the farm was stopped; rows keep each problem's best "
                   "version so far", file=sys.stderr, flush=True)
