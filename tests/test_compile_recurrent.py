@@ -4,7 +4,6 @@ What the lowering computes is checked against PyTorch on the CPU (tests/cpu_refe
 on the GPU node (test_measure_gpu.py, tests/data/measure/breadth)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
