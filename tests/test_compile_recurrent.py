@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from tests.cpu_reference import run_linalg
+from tests.test_compile_breadth import BREADTH, compiled
 from workers.compile import mlir
 from workers.compile.host import HostComputeError, LaunchSequence
 from workers.compile.passes import full_rank_inserts, registry, views_into_kernels
@@ -20,8 +21,6 @@ from workers.frontend import FrontendError, lower_model
 from workers.model_loader import load_model
 from workers.records import HostLoop, ModelInfo
 from workers.recurrent import scanned_forward
-
-from tests.test_compile_breadth import BREADTH, compiled
 
 LAYERS = {
     "lstm, 2 layers, batch first": lambda: nn.LSTM(8, 16, num_layers=2, batch_first=True),
