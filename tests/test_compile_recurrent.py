@@ -20,7 +20,7 @@ from workers.compile.replay import replay
 from workers.frontend import FrontendError, lower_model
 from workers.model_loader import load_model
 from workers.records import HostLoop, ModelInfo
-from workers.recurrent import scanned_forward
+from workers.recurrent import RecurrentError, scanned_forward
 
 LAYERS = {
     "lstm, 2 layers, batch first": lambda: nn.LSTM(8, 16, num_layers=2, batch_first=True),
@@ -84,6 +84,15 @@ def test_a_recurrent_model_compiles_to_kernels_the_host_launches_once_per_time_s
     assert outside and not any(a.kind == "loop_index" for launch in outside for a in launch.args)
     rebuilt = replay(str(job), 0)  # the record is the replay: the loops too come from the version's files
     assert rebuilt.identical, rebuilt.difference
+
+
+@pytest.mark.parametrize("layer, sequence, reason", [
+    (nn.LSTM(8, 16, proj_size=4), torch.randn(5, 2, 8), "proj_size"),
+    (nn.GRU(8, 16), nn.utils.rnn.pack_sequence([torch.randn(5, 8), torch.randn(3, 8)]), "PackedSequence"),
+])
+def test_a_recurrent_layer_the_frontend_does_not_lower_is_refused_with_the_reason(layer, sequence, reason):
+    with pytest.raises(RecurrentError, match=reason):
+        scanned_forward(layer.eval(), sequence)
 
 
 def test_a_model_drawing_random_numbers_in_forward_is_refused_with_the_line(tmp_path):

@@ -26,7 +26,7 @@ from torch import nn
 
 
 class RecurrentError(Exception):
-    """A recurrent layer this frontend does not lower (projections, dropout in training)."""
+    """A recurrent layer this frontend does not lower (projections, packed sequences, dropout in training)."""
 
 
 def lstm_cell(x, h, c, w_hh, b_hh):
@@ -103,6 +103,8 @@ def _cell_name(layer: nn.RNNBase) -> str:
 
 def scanned_forward(layer: nn.RNNBase, input, hx=None):
     """nn.RNN/LSTM/GRU.forward in terms of input projections and scan ops (same results, same parameters)."""
+    if isinstance(input, nn.utils.rnn.PackedSequence):
+        raise RecurrentError("a recurrent layer over a PackedSequence is not lowered: pad the batch instead")
     if layer.proj_size:
         raise RecurrentError("an LSTM with proj_size is not lowered")
     if layer.training and layer.dropout:
