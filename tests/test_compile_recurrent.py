@@ -95,6 +95,15 @@ def test_a_recurrent_layer_the_frontend_does_not_lower_is_refused_with_the_reaso
         scanned_forward(layer.eval(), sequence)
 
 
+def test_an_op_torch_mlir_cannot_lower_after_a_recurrent_layer_is_named(tmp_path):
+    """The diagnosis of a failed lowering exports the model again: with the layer scanned too, not unrolled."""
+    model = tmp_path / "lstm_svd.py"
+    model.write_text((BREADTH / "long_lstm.py").read_text().replace(
+        "return self.lstm(x)[0]", "return torch.linalg.svdvals(self.lstm(x)[0])"))
+    with pytest.raises(FrontendError, match=r"the failing op is torch\.aten\._linalg_svd"):
+        lower_model(str(model), str(tmp_path / "job"))
+
+
 def test_a_model_drawing_random_numbers_in_forward_is_refused_with_the_line(tmp_path):
     with pytest.raises(FrontendError, match=r"forward draws random numbers \(aten.randn.default \(random_state.py:\d+: "
                                             r"h0 = torch.randn"):

@@ -24,7 +24,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from workers.model_loader import STATE_BUFFERS, ModelLoadError, load_model, tensor_inputs
 from workers.records import ModelInfo
-from workers.recurrent import RecurrentError, lower_scans, scanned_layers
+from workers.recurrent import RecurrentError, lower_scans, scanned_layers, torch_backend
 from workers.atomic import write_text
 from workers.layout import LINALG_FILE, MODEL_FILE, MODEL_INFO_FILE
 from workers.process import MemoryLimitExceeded, run_in_group
@@ -81,12 +81,10 @@ def unlowered_ops(model: nn.Module, inputs: list) -> list[str]:
     from torch_mlir.compiler_utils import OutputType
     from torch_mlir.passmanager import PassManager
 
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    lifted = _Lifted(model, list(state), [None if isinstance(x, torch.Tensor) else x for x in inputs])
-    with torch.no_grad():
-        module = fx.export_and_import(lifted, *tensor_inputs(inputs), *[t.detach() for t in state.values()],
-                                      output_type=OutputType.TORCH, func_name="forward",
-                                      decomposition_table=_decompositions())
+    program, _, has_recurrent_layers = _export(model, inputs)
+    with torch.no_grad():  # recurrent layers as scans: unrolled, a long one took minutes before the diagnosis
+        module = torch_backend(program, _decompositions())[0] if has_recurrent_layers else fx.export_and_import(
+            program, output_type=OutputType.TORCH, func_name="forward", decomposition_table=_decompositions())
     with module.context:
         PassManager.parse(TORCH_CONVERSIONS).run(module.operation)
     found = []
@@ -382,11 +380,9 @@ def _refuse_random_ops(program) -> None:
                                 "random tensor in get_inputs() and pass it to forward instead")
 
 
-def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[list[int]]]:
-    """(IR text, lifted state names, output shapes). `inputs`: tensors and Python numbers."""
-    from torch_mlir import fx
-    from torch_mlir.compiler_utils import OutputType
-
+def _export(model: nn.Module, inputs: list):
+    """(torch.export program of the model lifted to a function of its inputs and state, the state's names,
+    whether recurrent layers ran as scans: workers/recurrent.py); FrontendError for what cannot be traced."""
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     names = list(state)
     lifted = _Lifted(model, names, [None if isinstance(x, torch.Tensor) else x for x in inputs])
@@ -399,8 +395,18 @@ def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[
                                 "chooses per element)") from None
         except RecurrentError as e:
             raise FrontendError(str(e)) from None
-        _refuse_data_dependent_shapes(program)
-        _refuse_random_ops(program)
+    _refuse_data_dependent_shapes(program)
+    _refuse_random_ops(program)
+    return program, names, has_recurrent_layers
+
+
+def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[list[int]]]:
+    """(IR text, lifted state names, output shapes). `inputs`: tensors and Python numbers."""
+    from torch_mlir import fx
+    from torch_mlir.compiler_utils import OutputType
+
+    program, names, has_recurrent_layers = _export(model, inputs)
+    with torch.no_grad():
         if has_recurrent_layers:
             module = lower_scans(program, _decompositions())
         else:

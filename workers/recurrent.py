@@ -295,21 +295,32 @@ def lower_cell(cell: str, name: str, arg_types: list[str], decompositions: dict)
 _CONTRACT_CHECK = ",torch-verify-linalg-on-tensors-backend-contract"
 
 
-def lower_scans(program, decompositions: dict):
-    """A torch.export program whose recurrent layers ran scanned_forward -> a torch-mlir module of linalg on
-    tensors (in a context of its own), each scan inlined as its time loop."""
+def torch_backend(program, decompositions: dict) -> tuple:
+    """A torch.export program whose recurrent layers ran scanned_forward -> (a torch-mlir module in the torch
+    backend form, in a context of its own, each scan a call of a declared function; those functions' names)."""
     from torch_mlir import fx, ir
     from torch_mlir.compiler_utils import OutputType, run_pipeline_with_repro_report
-    from torch_mlir.passmanager import PassManager
 
     raw = fx.export_and_import(program, output_type=OutputType.RAW, func_name="forward",
                                decomposition_table=decompositions)
     text, names = calls_for_scans(str(raw))
     with raw.context:
         module = ir.Module.parse(text)
-        run_pipeline_with_repro_report(
-            module, "builtin.module(func.func(torch-match-quantized-custom-ops), "
-            "torchdynamo-export-to-torch-backend-pipeline{ extra-library=})", "Lowering TorchFX IR -> Torch Backend IR")
+    run_pipeline_with_repro_report(
+        module, "builtin.module(func.func(torch-match-quantized-custom-ops), "
+        "torchdynamo-export-to-torch-backend-pipeline{ extra-library=})", "Lowering TorchFX IR -> Torch Backend IR")
+    return module, names
+
+
+def lower_scans(program, decompositions: dict):
+    """A torch.export program whose recurrent layers ran scanned_forward -> a torch-mlir module of linalg on
+    tensors (in a context of its own), each scan inlined as its time loop."""
+    from torch_mlir import ir
+    from torch_mlir.compiler_utils import run_pipeline_with_repro_report
+    from torch_mlir.passmanager import PassManager
+
+    module, names = torch_backend(program, decompositions)
+    with module.context:
         to_linalg = str(PassManager.parse(
             "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline{allow-non-finites=True})"))
         if not to_linalg.endswith(_CONTRACT_CHECK + ")"):
