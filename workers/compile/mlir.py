@@ -246,12 +246,13 @@ def ptx_of_binaries(module: ir.Module) -> dict[str, bytes]:
     return out
 
 
-def ops_named(root, name: str, first_only: bool = False) -> list:
-    """The ops called `name` inside `root` (itself included), in walk order; the first only, if asked."""
+def ops_where(root, keep, first_only: bool = False) -> list:
+    """The ops inside `root` (itself included, last: the walk is post-order) for which keep(op), in walk
+    order; the first only, if asked."""
     found = []
 
     def collect(op):
-        if op.name == name:
+        if keep(op):
             found.append(op)
             if first_only:
                 return ir.WalkResult.INTERRUPT
@@ -259,6 +260,11 @@ def ops_named(root, name: str, first_only: bool = False) -> list:
 
     root.operation.walk(collect)
     return found
+
+
+def ops_named(root, name: str, first_only: bool = False) -> list:
+    """The ops called `name` inside `root` (itself included), in walk order; the first only, if asked."""
+    return ops_where(root, lambda op: op.name == name, first_only)
 
 
 def kernel_ops(module: ir.Module, name: str) -> list:

@@ -37,13 +37,6 @@ def _dynamic_view(op: ir.OpView) -> bool:
     return op.name in VIEW_OPS and dynamic_layout(op.results[0].type)
 
 
-def _nested(root) -> list:
-    """The ops inside `root`, in walk order."""
-    found = []
-    root.operation.walk(lambda op: found.append(op) or ir.WalkResult.ADVANCE)
-    return found[:-1]  # the walk is post-order: root last
-
-
 def run(module: ir.Module) -> None:
     for launch in mlir.ops_named(module.operation, "gpu.launch"):
         at = ir.InsertionPoint(launch.regions[0].blocks[0].operations[0])
@@ -63,7 +56,7 @@ def run(module: ir.Module) -> None:
                 copies.append((op.operation, made))
             return made
 
-        for op in _nested(launch):
+        for op in mlir.ops_where(launch, lambda op: op != launch.operation):  # the ops inside it
             for i, operand in enumerate(op.operands):
                 source = _made_outside(operand, launch)
                 if source is not None and _dynamic_view(source):
