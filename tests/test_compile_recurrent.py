@@ -177,3 +177,20 @@ def test_the_unbatched_grus_state_inserts_are_made_full_rank_before_the_schedule
         assert steps[-1] == full_rank_inserts.NAME and not [
             op for op in mlir.ops_named(module.operation, "tensor.insert_slice")
             if op.operands[0].type.rank < op.operands[1].type.rank]
+
+
+def test_a_dropout_in_eval_mode_lowers_as_the_identity_and_one_forced_on_is_refused(tmp_path):
+    """The loader puts a model in eval mode, where export still traces aten.dropout (train=False): level 2's
+    #66 and #83 were refused as random until the refusal read the op's `train` argument."""
+    info = lower_model(str(BREADTH / "dropout_eval.py"), str(tmp_path / "eval"))
+    model, inputs = load_model(str(BREADTH / "dropout_eval.py"), info.seed)
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    got = run_linalg((tmp_path / "eval" / "model_linalg.mlir").read_text(),
+                     [*inputs, *(state[n] for n in info.weight_names)], info.output_shapes)
+    with torch.no_grad():
+        np.testing.assert_allclose(got[0], model(*inputs).numpy(), atol=1e-6)
+    forced = tmp_path / "forced.py"
+    forced.write_text((BREADTH / "dropout_eval.py").read_text().replace("always_drop: bool = False", "always_drop: bool = True"))
+    with pytest.raises(FrontendError, match=r"forward draws random numbers \(aten.dropout.default \(forced.py:\d+: "
+                                            r"x = F.dropout"):
+        lower_model(str(forced), str(tmp_path / "forced"))

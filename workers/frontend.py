@@ -374,10 +374,20 @@ def _refuse_random_ops(program) -> None:
     every call then computes something else, which no compiled kernel reproduces (and torch-mlir lowers the
     generator's state to code on the host). The message names the op and its source line."""
     for node in program.graph.nodes:
-        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()) and not _inference_only(node):
             raise FrontendError(f"forward draws random numbers ({node.target}{_user_line(node.meta.get('stack_trace') or '')}):"
                                 " each call computes something else, which compiled kernels cannot reproduce; draw the "
                                 "random tensor in get_inputs() and pass it to forward instead")
+
+
+def _inference_only(node) -> bool:
+    """A dropout of a model in eval mode (the loader's) is traced as aten.dropout(x, p, train=False): the
+    identity, which torch-mlir lowers as such."""
+    names = [a.name for a in node.target._schema.arguments]
+    if "train" not in names:
+        return False
+    at = names.index("train")
+    return (node.args[at] if at < len(node.args) else node.kwargs.get("train")) is False
 
 
 def _export(model: nn.Module, inputs: list):
