@@ -18,7 +18,8 @@ from workers.measure import gpu_unavailable, measure_batch, measure_iteration, r
 from workers.measure.gpu_run import Lap, RunOutcome, _classify
 from workers.compile.memory_plan import share_dead_temporaries
 from workers.measure.launch import (ConfigError, allocation_order, calls_device_malloc, check_config, launch_order,
-                                    launch_runs, model_file, pack_args, pathological_launches)
+                                    launch_runs, model_file, pack_args, parameter_buffer,
+                                    pathological_launches)
 from workers.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
 from workers.measure.tensor_map import tiled_arguments
@@ -125,6 +126,20 @@ def test_a_loop_index_argument_is_packed_as_its_loops_current_index_in_64_bits()
     launch.args[-1].dtype = "i32"  # the kernel's parameter is an i64
     with pytest.raises(ConfigError, match="64-bit"):
         pack_args(launch, pointers, {0: 511})
+
+
+def test_a_launchs_parameters_are_packed_once_at_their_natural_alignment():
+    """The bytes pycuda's Function.__call__ would pack on every launch, made once per launch and index."""
+    launch = looped_config().launches[2]
+    pointers = {a.buffer: 0x7F0000000010 + i for i, a in enumerate(launch.args) if a.kind == "buffer"}
+    args = pack_args(launch, pointers, {0: 511})
+    assert parameter_buffer(args) == b"".join(int(a).to_bytes(8, "little") for a in args)
+    mixed = [np.uintp(0x7F0000000010), np.int32(-3), np.int64(5), np.float16(1.5), np.bool_(True)]
+    packed = parameter_buffer(mixed)
+    assert len(packed) == 27  # the i64 after the i32 starts at byte 16, as in the kernel's parameter space
+    assert packed[8:12] == (-3).to_bytes(4, "little", signed=True) and packed[12:16] == bytes(4)
+    assert packed[16:24] == (5).to_bytes(8, "little") and packed[24:26] == np.float16(1.5).tobytes()
+    assert packed[26:] == b"\x01"
 
 
 @pytest.mark.parametrize("loops, problem", [

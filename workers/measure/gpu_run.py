@@ -26,7 +26,7 @@ from workers.atomic import write_text
 from workers.jsonrecord import JsonRecord
 from workers.layout import version_dir
 from workers.measure.launch import (DEVICE_MALLOC_HINT, TORCH_DTYPES, allocation_order, calls_device_malloc,
-                                    check_config, launch_order, model_file, pack_args)
+                                    check_config, launch_order, model_file, pack_args, parameter_buffer)
 from workers.measure.tensor_map import encode as encode_tensor_map
 from workers.records import STATIC_SHARED_BYTES, LaunchConfig, Timing
 
@@ -184,7 +184,8 @@ class Runner:
         """config.json's launches in the order the host runs them (launch_order: a host loop's once per index;
         first_index_only: each launch once), their functions from `module` (kernels.ptx loaded, or a build of
         it), the buffers' pointers and the loops' indices as arguments: (function, block, grid, shared bytes,
-        arguments) each."""
+        parameter buffer) each. The buffers are packed here, once: pycuda's Function.__call__ packs them on every
+        launch, Python time that a recurrent layer's thousands of launches a forward paid each run."""
         import pycuda.driver as cuda
 
         pointers = {name: t.data_ptr() for name, t in self.buffers.items()}
@@ -193,7 +194,7 @@ class Runner:
         for fn, _, _, shared in shapes:
             if shared > STATIC_SHARED_BYTES:  # a kernel opts in to more than 48 KB of dynamic shared memory
                 fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-        return [(*shapes[i], pack_args(self.config.launches[i], pointers, indices))
+        return [(*shapes[i], parameter_buffer(pack_args(self.config.launches[i], pointers, indices)))
                 for i, indices in launch_order(self.config, first_index_only)]
 
     def _allocate(self) -> dict:
@@ -246,8 +247,8 @@ class Runner:
 
     def run(self, launches: list | None = None) -> None:
         """Queue the launches (the runner's own by default)."""
-        for fn, block, grid, shared, args in launches or self.launches:
-            fn(*args, block=block, grid=grid, shared=shared)
+        for fn, block, grid, shared, parameters in launches or self.launches:
+            fn._launch_kernel(grid, block, parameters, shared, None)  # what Function.__call__ ends in
 
     def check(self, draws: int = CORRECTNESS_DRAWS) -> list[OutputError]:
         """Every output against the model in float64, on `draws` input draws (the seed's inputs, then

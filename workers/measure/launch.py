@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import struct
 
 import numpy as np
 
@@ -37,6 +38,12 @@ def pack_args(launch: KernelLaunch, pointers: dict[str, int], loop_indices: dict
     a loop_index argument the current index of its host loop (loop_indices: position in config.loops ->
     index, of the loops the launch runs in)."""
     return [_pack(arg, pointers, loop_indices or {}) for arg in launch.args]
+
+
+def parameter_buffer(args: list) -> bytes:
+    """The packed arguments as the kernel's parameter buffer: each at its natural alignment, as CUDA lays out
+    a kernel's parameters (and pycuda's Function.__call__ packs them, anew on every launch)."""
+    return struct.pack("@" + "".join(a.dtype.char for a in args), *args)
 
 
 def _pack(arg: KernelArg, pointers: dict[str, int], loop_indices: dict[int, int]):
