@@ -17,10 +17,10 @@ from workers.compile.passes import (bool_bytes, collapse_reduction_loops, extrac
                                     scalar_unit_loop)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
-from workers.frontend import (FrontendError, LoweringLimits, lower_model, lower_model_bounded,
-                              argsort_decomposition, cumsum_decomposition, index_add_decomposition,
-                              masked_fill_decomposition,
-                              scatter_add_decomposition, scatter_decomposition, sort_decomposition)
+from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumsum_decomposition,
+                                    index_add_decomposition, masked_fill_decomposition, scatter_add_decomposition,
+                                    scatter_decomposition, sort_decomposition)
+from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
 from workers.target import target
@@ -743,3 +743,70 @@ def test_a_constant_mask_and_a_global_scratch_of_bools_are_stored_as_bytes_too()
     }"""
     text = _bool_memory_as_bytes(src)
     assert "memref<4xi8> = dense<[1, 0, 1, 1]>" in text and "@scratch : memref<4xi8>" in text and "xi1>" not in text
+
+
+@pytest.mark.parametrize("dims, kernel, stride, padding, dilation, output_padding, groups", [
+    (1, 3, 2, 1, 2, 0, 1), (1, 5, 3, 2, 1, 2, 2), (2, 3, 2, 1, 1, 1, 1), (2, 4, 2, 1, 1, 0, 1),
+    (2, (3, 5), (2, 3), (1, 2), (2, 1), 0, 4), (2, 3, 5, 1, 2, 0, 1), (2, 1, 3, 0, 1, 2, 1),
+    (3, 3, 2, 1, 1, 1, 2), (3, (3, 5, 7), 2, (1, 2, 3), 1, 1, 4), (3, 5, 2, 2, 1, 0, 1), (3, 3, 2, 1, 2, 0, 1)])
+def test_a_strided_transposed_conv_is_one_conv_per_output_phase(dims, kernel, stride, padding, dilation,
+                                                                 output_padding, groups):
+    """Against torch in float64, with and without a bias: phases of fewer taps than others, phases no tap
+    reaches (a dilation sharing a factor with the stride, a kernel smaller than the stride), groups, output
+    padding, asymmetric kernels and strides."""
+    spread = lambda v: list(v) if isinstance(v, tuple) else [v] * dims  # noqa: E731
+    kernel, stride, padding, dilation, output_padding = map(spread, (kernel, stride, padding, dilation, output_padding))
+    x = torch.randn(2, 2 * groups, *[5 + i for i in range(dims)], dtype=torch.float64)
+    weight = torch.randn(2 * groups, 3, *kernel, dtype=torch.float64)
+    for bias in (None, torch.randn(3 * groups, dtype=torch.float64)):
+        want = torch.ops.aten.convolution(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
+        got = conv_transpose_decomposition(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
+        assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert conv_transpose_decomposition(x, weight, None, [1] * dims, padding, dilation, True, [0] * dims,
+                                        groups) is NotImplemented  # stride 1: torch-mlir's own lowering
+
+
+def test_strided_transposed_convs_lower_without_zeros_inserted_and_compute_what_torch_does(tmp_path):
+    """torch-mlir inserted s - 1 zeros between the input's elements (a strided insert_slice) and ran the whole
+    kernel over them; as phases, each conv's taps reach inputs only. The lowering run on the CPU gives
+    torch's outputs, and every kernel runs on the GPU (the 1-D conv's untapped phases are fills, not host
+    constants: farm-splat-constants-as-fills)."""
+    from tests.cpu_reference import run_linalg
+    from workers.model_loader import load_model
+
+    job, _, config = compiled(tmp_path, "strided_transposed_convs")
+    text = (job / "model_linalg.mlir").read_text()
+    assert not re.search(r"insert_slice .*\] \[[\d, ]*\] \[[\d, ]*[2-9]", text)  # no strided insert
+    assert len(re.findall(r"linalg\.conv_2d_nchw_fchw", text)) == 4
+    model, inputs = load_model(str(BREADTH / "strided_transposed_convs.py"), 0)
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    info = json.loads((job / "model_info.json").read_text())
+    got = run_linalg(text, [*inputs, *(state[n] for n in info["weight_names"])], info["output_shapes"])
+    with torch.no_grad():
+        want = model(*inputs)
+    for g, w in zip(got, want):
+        assert g.shape == tuple(w.shape) and abs(g - w.numpy()).max() < 1e-4
+
+
+def test_a_large_splat_constant_becomes_a_fill():
+    """A splat past host.MAX_CONSTANT_ELEMENTS read as data (a concat's piece) is a fill the schedule runs;
+    a small one stays a constant (it travels in config.json)."""
+    from workers.compile.passes import splat_fills
+
+    src = """module {
+      func.func @forward(%x: tensor<300x300xf32>) -> (tensor<600x300xf32>, tensor<4x300xf32>) {
+        %z = arith.constant dense<0.000000e+00> : tensor<300x300xf32>
+        %s = arith.constant dense<1.500000e+00> : tensor<2x300xf32>
+        %c = tensor.concat dim(0) %x, %z : (tensor<300x300xf32>, tensor<300x300xf32>) -> tensor<600x300xf32>
+        %x2 = tensor.extract_slice %x[0, 0] [2, 300] [1, 1] : tensor<300x300xf32> to tensor<2x300xf32>
+        %d = tensor.concat dim(0) %x2, %s : (tensor<2x300xf32>, tensor<2x300xf32>) -> tensor<4x300xf32>
+        return %c, %d : tensor<600x300xf32>, tensor<4x300xf32>
+      }
+    }"""
+    with mlir.context():
+        module = mlir.parse(src, "t")
+        registry.run_step(splat_fills.NAME, module)
+        text = str(module)
+    assert "dense<0.000000e+00> : tensor<300x300xf32>" not in text
+    assert re.search(r"linalg.fill ins\(%cst\w* : f32\) outs\(%\d+ : tensor<300x300xf32>\)", text), text
+    assert "dense<1.500000e+00> : tensor<2x300xf32>" in text

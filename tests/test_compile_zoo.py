@@ -17,7 +17,8 @@ import torch
 from workers.compile import compile_iteration, initial_params
 from workers.compile.replay import replay
 from workers.layout import COMPILE_RESULT_FILE
-from workers.frontend import FrontendError, lower_model, var_mean_decomposition
+from workers.decompositions import var_mean_decomposition
+from workers.frontend import FrontendError, lower_model
 from workers.model_loader import load_model
 from workers.records import LaunchConfig, ScheduleParams
 

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from workers.decompositions import DecompositionLimit, decomposition_table
 from workers.model_loader import STATE_BUFFERS, ModelLoadError, load_model, tensor_inputs
 from workers.records import ModelInfo
 from workers.recurrent import RecurrentError, lower_scans, scanned_layers, torch_backend
@@ -83,8 +84,8 @@ def unlowered_ops(model: nn.Module, inputs: list) -> list[str]:
 
     program, _, has_recurrent_layers = _export(model, inputs)
     with torch.no_grad():  # recurrent layers as scans: unrolled, a long one took minutes before the diagnosis
-        module = torch_backend(program, _decompositions())[0] if has_recurrent_layers else fx.export_and_import(
-            program, output_type=OutputType.TORCH, func_name="forward", decomposition_table=_decompositions())
+        module = torch_backend(program, decomposition_table())[0] if has_recurrent_layers else fx.export_and_import(
+            program, output_type=OutputType.TORCH, func_name="forward", decomposition_table=decomposition_table())
     with module.context:
         PassManager.parse(TORCH_CONVERSIONS).run(module.operation)
     found = []
@@ -114,222 +115,6 @@ def _strip_asserts(module) -> None:
     module.operation.walk(collect)
     for op in asserts:
         op.erase()
-
-
-def var_mean_decomposition(x: torch.Tensor, dim=None, *, correction=None, keepdim: bool = False):
-    """aten.var_mean in the input's own precision, in two passes (the mean, then the squared
-    deviations from it), as PyTorch computes it: torch-mlir's own decomposition sums in f64, which made
-    nn.LayerNorm's row kernel reduce in f64 and compute the mean a second time in f32."""
-    dims = [d % x.dim() for d in dim] if dim else list(range(x.dim()))  # None or []: every dim
-    count = math.prod(x.shape[d] for d in dims)
-    mean = torch.mean(x, dims, keepdim=True)
-    deviation = x - mean
-    var = torch.sum(deviation * deviation, dims, keepdim=keepdim) / (count - (1 if correction is None else correction))
-    return var, mean if keepdim else torch.squeeze(mean, dims)
-
-
-def group_norm_decomposition(x: torch.Tensor, weight, bias, n: int, channels: int, hw: int, groups: int,
-                             eps: float):
-    """aten.native_group_norm through views and reductions: the default decomposition ends in two
-    as_strided, which torch-mlir imports as gathers with an index tensor the size of the output (a
-    32768 x 4096 GroupNorm needed over 10 GB to lower)."""
-    grouped = x.reshape(n, groups, -1)
-    mean = torch.mean(grouped, -1, keepdim=True)
-    deviation = grouped - mean
-    rstd = torch.rsqrt(torch.mean(deviation * deviation, -1, keepdim=True) + eps)
-    out = (deviation * rstd).reshape(x.shape)
-    per_channel = [1, channels] + [1] * (x.dim() - 2)
-    if weight is not None:
-        out = out * weight.reshape(per_channel)
-    if bias is not None:
-        out = out + bias.reshape(per_channel)
-    return out, mean.reshape(n, groups), rstd.reshape(n, groups)
-
-
-def _scan(x: torch.Tensor, dim: int, combine, identity: float, dtype) -> torch.Tensor:
-    """An inclusive scan along `dim` in ceil(log2(n)) elementwise steps (Hillis-Steele): step j combines
-    each element with the one 2^j before it (`identity` before the start). torch-mlir lowers cumsum and
-    cumprod to tm_tensor.scan, which no upstream pass lowers; these steps are plain linalg."""
-    y = x if dtype is None else x.to(dtype)
-    dim, n, step = dim % max(y.dim(), 1), y.shape[dim], 1
-    while step < n:
-        before = torch.full_like(y.narrow(dim, 0, step), identity)
-        y = combine(y, torch.cat([before, y.narrow(dim, 0, n - step)], dim))
-        step *= 2
-    return y
-
-
-# A cumsum over more than this many elements sums blocks of SCAN_BLOCK by a matmul with a triangle of ones and
-# scans only the blocks' totals step by step: the log-step scan of a row of 32768 read and wrote the whole
-# tensor 15 times, twice each (level1/89_cumsum at 0.04x of eager on the H100)
-BLOCKED_SCAN_MIN = 256
-SCAN_BLOCK = 32
-
-
-def cumsum_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
-    y = x if dtype is None else x.to(dtype)
-    if y.dim() == 0 or y.shape[dim] <= BLOCKED_SCAN_MIN or not y.is_floating_point():
-        return _scan(y, dim, torch.add, 0.0, None)
-    rows = y.movedim(dim, -1)
-    n = rows.shape[-1]
-    padded = torch.nn.functional.pad(rows, (0, -n % SCAN_BLOCK))  # zeros past the end change no prefix
-    blocks = padded.reshape(*padded.shape[:-1], -1, SCAN_BLOCK)
-    ones = torch.arange(SCAN_BLOCK)
-    upper = (ones[:, None] <= ones[None, :]).to(y.dtype)  # upper[k, j]: element k counts in prefix j
-    within = torch.matmul(blocks, upper)
-    totals = within[..., -1]
-    before = _scan(totals, -1, torch.add, 0.0, None) - totals  # the sum of the blocks before each
-    out = (within + before.unsqueeze(-1)).reshape(padded.shape)[..., :n]
-    return out.movedim(-1, dim)
-
-
-def cumprod_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
-    return _scan(x, dim, torch.mul, 1.0, dtype)
-
-
-MAX_TOPK = 64  # topk's decomposition takes k reductions over the row
-
-
-def topk_decomposition(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
-    """torch.topk as k rounds along `dim` of a max, the max's first position, and a mask over the element
-    taken: torch-mlir lowers topk to tm_tensor.sort, which no upstream pass lowers; these are plain linalg
-    reductions and elementwise ops. Values come out sorted (largest first), as sorted=True asks; among
-    equal values the indices may differ from torch's."""
-    if k > MAX_TOPK:
-        raise FrontendError(f"torch.topk with k = {k} takes k reductions over its row here, past the {MAX_TOPK} "
-                            "this compile stage takes: a smaller k lowers")
-    dim = dim % max(x.dim(), 1)
-    work = x if largest else -x
-    shape = [1] * x.dim()
-    shape[dim] = x.shape[dim]
-    positions = torch.arange(x.shape[dim], device=x.device).reshape(shape)
-    values, indices = [], []
-    for _ in range(k):  # max and then its first position: two one-accumulator reductions (no argmax pair)
-        value = torch.amax(work, dim, keepdim=True)
-        index = torch.amin(torch.where(work == value, positions, x.shape[dim]), dim, keepdim=True)
-        values.append(value)
-        indices.append(index)
-        work = torch.where(positions == index, torch.full_like(work, -math.inf), work)
-    value = torch.cat(values, dim)
-    return (value if largest else -value), torch.cat(indices, dim)
-
-
-def masked_fill_decomposition(x: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False):
-    """x[mask] = values (index_put with one boolean mask of x's shape) as an elementwise select: torch-mlir
-    lowers the mask through nonzero, a tm_tensor.scan, which no upstream pass lowers. Other index_put forms
-    are left to torch-mlir."""
-    if len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool or indices[0].shape != x.shape \
-            or values.numel() != 1:
-        return NotImplemented
-    value = values.reshape(()).to(x.dtype)
-    return torch.where(indices[0], x + value if accumulate else value, x)
-
-
-def _hits_along(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor | None:
-    """Each index compared with every position of x along `dim` (dim already normalized): index's dims with x's
-    positions after `dim`. None unless index has x's shape but along `dim` (a gate's top-k slots, a GNN's
-    targets expanded over the features): other forms are left to torch-mlir."""
-    if index.dim() != x.dim() or any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim):
-        return None
-    positions = torch.arange(x.shape[dim], device=x.device).reshape([1] * (dim + 1) + [-1] + [1] * (x.dim() - dim - 1))
-    return index.unsqueeze(dim + 1) == positions
-
-
-def _sources_at(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
-    """src cut to index's shape, in x's type, broadcast along the positions of _hits_along."""
-    return src[tuple(slice(0, n) for n in index.shape)].unsqueeze(dim + 1).to(x.dtype)
-
-
-def scatter_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src) -> torch.Tensor:
-    """x.scatter(dim, index, src) (src a tensor or a number) as a comparison of each index with every position
-    along `dim` and a select: torch-mlir lowers scatter to tm_tensor.scatter, which no upstream pass lowers.
-    Where an index repeats, the sources are summed (torch leaves which one wins undefined)."""
-    dim = dim % max(x.dim(), 1)
-    hits = _hits_along(x, dim, index)
-    if hits is None:
-        return NotImplemented
-    source = _sources_at(x, dim, index, src) if isinstance(src, torch.Tensor) else \
-        torch.full((), src, dtype=x.dtype, device=x.device)
-    value = torch.where(hits, source, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim)
-    return torch.where(hits.any(dim), value, x)
-
-
-def scatter_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
-    """x.scatter_add(dim, index, src) (a GNN's aggregation of edge messages into nodes) as scatter_decomposition's
-    comparisons, the matching sources summed onto x (tm_tensor.scatter in torch-mlir)."""
-    dim = dim % max(x.dim(), 1)
-    hits = _hits_along(x, dim, index)
-    if hits is None:
-        return NotImplemented
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    return x + torch.where(hits, _sources_at(x, dim, index, src), zero).sum(dim)
-
-
-def index_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
-                            alpha=1) -> torch.Tensor:
-    """x.index_add(dim, index, source) as a matmul of the one-hot matrix of `index` with `source`: row p of the
-    result gains every source slice i with index[i] == p. torch-mlir lowers index_add to tm_tensor.scatter,
-    which no upstream pass lowers. Floating point only (integers are left to torch-mlir)."""
-    if not x.is_floating_point():
-        return NotImplemented
-    dim = dim % max(x.dim(), 1)
-    one_hot = (torch.arange(x.shape[dim], device=x.device).unsqueeze(1) == index.unsqueeze(0)).to(x.dtype)
-    moved = source.to(x.dtype).movedim(dim, 0)
-    gathered = (one_hot @ moved.reshape(moved.shape[0], -1)).reshape(x.shape[dim], *moved.shape[1:])
-    return x + alpha * gathered.movedim(0, dim)
-
-
-MAX_SORT = 4096  # a sort's decomposition compares every pair of elements of a row
-
-
-def _sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """A stable sort along `dim` by ranks: an element's rank is the number of elements that sort before it
-    (smaller, or larger when descending, NaN counting as the largest, as in torch; an equal one earlier in
-    the row), and output position r takes the element of rank r. torch-mlir lowers sort to tm_tensor.sort,
-    which no upstream pass lowers; these are comparisons and sums (two reductions over the row per element)."""
-    dim = dim % max(x.dim(), 1)
-    n = x.shape[dim]
-    if n > MAX_SORT:
-        raise FrontendError(f"a sort of rows of {n} compares every pair of a row here, past rows of {MAX_SORT} "
-                            "that this compile stage takes: shorter rows lower")
-    row = x.movedim(dim, -1)
-    mine, other = row.unsqueeze(-1), row.unsqueeze(-2)  # [..., i, 1] and [..., 1, j]
-    before = other > mine if descending else other < mine
-    equal = other == mine
-    if x.is_floating_point():
-        mine_nan, other_nan = torch.isnan(mine), torch.isnan(other)
-        before = before | (other_nan & ~mine_nan if descending else mine_nan & ~other_nan)
-        equal = equal | (mine_nan & other_nan)
-    positions = torch.arange(n, device=x.device)
-    earlier = positions.unsqueeze(0) < positions.unsqueeze(1)  # [i, j]: j comes before i in the row
-    rank = (before | (equal & earlier)).sum(-1)
-    taken = rank.unsqueeze(-2) == positions.unsqueeze(-1)  # [..., r, i]: element i goes to position r
-    values = torch.where(taken, row.unsqueeze(-2), torch.zeros((), dtype=x.dtype, device=x.device)).sum(-1)
-    indices = torch.where(taken, positions, 0).sum(-1)
-    return values.to(x.dtype).movedim(-1, dim), indices.movedim(-1, dim)
-
-
-def sort_decomposition(x: torch.Tensor, dim: int = -1, descending: bool = False, *, stable=None):
-    return _sort(x, dim, descending)
-
-
-def argsort_decomposition(x: torch.Tensor, dim: int = -1, descending: bool = False, *, stable=None):
-    return _sort(x, dim, descending)[1]
-
-
-def _decompositions() -> dict:
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
-
-    return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition,
-            torch.ops.aten.native_group_norm.default: group_norm_decomposition,
-            torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition,
-            torch.ops.aten.topk.default: topk_decomposition,
-            torch.ops.aten.index_put.default: masked_fill_decomposition,
-            torch.ops.aten.scatter.src: scatter_decomposition, torch.ops.aten.scatter.value: scatter_decomposition,
-            torch.ops.aten.scatter_add.default: scatter_add_decomposition,
-            torch.ops.aten.index_add.default: index_add_decomposition,
-            torch.ops.aten.sort.default: sort_decomposition, torch.ops.aten.sort.stable: sort_decomposition,
-            torch.ops.aten.argsort.default: argsort_decomposition, torch.ops.aten.argsort.stable: argsort_decomposition}
 
 
 _RESOURCES = re.compile(r"\n\{-#\s*dialect_resources:.*#-\}\s*$", re.S)
@@ -374,20 +159,19 @@ def _refuse_random_ops(program) -> None:
     every call then computes something else, which no compiled kernel reproduces (and torch-mlir lowers the
     generator's state to code on the host). The message names the op and its source line."""
     for node in program.graph.nodes:
-        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()) and not _inference_only(node):
+        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()) and not _draws_nothing(node):
             raise FrontendError(f"forward draws random numbers ({node.target}{_user_line(node.meta.get('stack_trace') or '')}):"
                                 " each call computes something else, which compiled kernels cannot reproduce; draw the "
                                 "random tensor in get_inputs() and pass it to forward instead")
 
 
-def _inference_only(node) -> bool:
-    """A dropout of a model in eval mode (the loader's) is traced as aten.dropout(x, p, train=False): the
-    identity, which torch-mlir lowers as such."""
-    names = [a.name for a in node.target._schema.arguments]
-    if "train" not in names:
-        return False
-    at = names.index("train")
-    return (node.args[at] if at < len(node.args) else node.kwargs.get("train")) is False
+def _draws_nothing(node) -> bool:
+    """An op tagged as drawing random numbers that draws none here: a dropout of a model in eval mode (the
+    loader's) is traced as aten.dropout(x, p, train=False), an attention without dropout passes dropout_p=0."""
+    schema = node.target._schema.arguments
+    given = {a.name: node.args[i] if i < len(node.args) else node.kwargs.get(a.name, a.default_value)
+             for i, a in enumerate(schema)}
+    return given.get("train") is False or given.get("dropout_p", 1) == 0 or given.get("p", 1) == 0
 
 
 def _export(model: nn.Module, inputs: list):
@@ -417,11 +201,14 @@ def export_linalg(model: nn.Module, inputs: list) -> tuple[str, list[str], list[
 
     program, names, has_recurrent_layers = _export(model, inputs)
     with torch.no_grad():
-        if has_recurrent_layers:
-            module = lower_scans(program, _decompositions())
-        else:
-            module = fx.export_and_import(program, output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
-                                          decomposition_table=_decompositions())
+        try:
+            if has_recurrent_layers:
+                module = lower_scans(program, decomposition_table())
+            else:
+                module = fx.export_and_import(program, output_type=OutputType.LINALG_ON_TENSORS, func_name="forward",
+                                              decomposition_table=decomposition_table())
+        except DecompositionLimit as e:
+            raise FrontendError(str(e)) from None
     _strip_asserts(module)
     func = next(op for op in module.body.operations if op.operation.name == "func.func")
     outputs = [list(t.shape) for t in func.type.results]

@@ -1,5 +1,6 @@
-"""Dropout in a model that runs in eval mode (KernelBench level 2 #66, #83; VGG and AlexNet classifiers): the
-identity there, unlike a dropout forced on with training=True, which draws random numbers on every call."""
+"""Dropout in a model that runs in eval mode (KernelBench level 2 #66, #83; VGG and AlexNet classifiers) and an
+attention without dropout (level 1 #97): no random numbers drawn, unlike a dropout forced on with
+training=True, which draws them on every call."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -14,6 +15,7 @@ class Model(nn.Module):
 
     def forward(self, x):
         x = self.dropout(self.linear(x))
+        x = F.scaled_dot_product_attention(x[None], x[None], x[None])[0]
         if self.always_drop:
             x = F.dropout(x, 0.5, training=True)
         return torch.softmax(x, dim=1)

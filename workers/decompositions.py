@@ -1,0 +1,300 @@
+"""The frontend's own decompositions of aten ops (pure torch, traced into the exported program), where
+torch-mlir's lowering of the op does not suit the compile stage: each docstring says why."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+
+class DecompositionLimit(Exception):
+    """An op past what its decomposition here does in reasonable time or memory; the message says why."""
+
+
+def var_mean_decomposition(x: torch.Tensor, dim=None, *, correction=None, keepdim: bool = False):
+    """aten.var_mean in the input's own precision, in two passes (the mean, then the squared
+    deviations from it), as PyTorch computes it: torch-mlir's own decomposition sums in f64, which made
+    nn.LayerNorm's row kernel reduce in f64 and compute the mean a second time in f32."""
+    dims = [d % x.dim() for d in dim] if dim else list(range(x.dim()))  # None or []: every dim
+    count = math.prod(x.shape[d] for d in dims)
+    mean = torch.mean(x, dims, keepdim=True)
+    deviation = x - mean
+    var = torch.sum(deviation * deviation, dims, keepdim=keepdim) / (count - (1 if correction is None else correction))
+    return var, mean if keepdim else torch.squeeze(mean, dims)
+
+
+def group_norm_decomposition(x: torch.Tensor, weight, bias, n: int, channels: int, hw: int, groups: int,
+                             eps: float):
+    """aten.native_group_norm through views and reductions: the default decomposition ends in two
+    as_strided, which torch-mlir imports as gathers with an index tensor the size of the output (a
+    32768 x 4096 GroupNorm needed over 10 GB to lower)."""
+    grouped = x.reshape(n, groups, -1)
+    mean = torch.mean(grouped, -1, keepdim=True)
+    deviation = grouped - mean
+    rstd = torch.rsqrt(torch.mean(deviation * deviation, -1, keepdim=True) + eps)
+    out = (deviation * rstd).reshape(x.shape)
+    per_channel = [1, channels] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(per_channel)
+    if bias is not None:
+        out = out + bias.reshape(per_channel)
+    return out, mean.reshape(n, groups), rstd.reshape(n, groups)
+
+
+def _scan(x: torch.Tensor, dim: int, combine, identity: float, dtype) -> torch.Tensor:
+    """An inclusive scan along `dim` in ceil(log2(n)) elementwise steps (Hillis-Steele): step j combines
+    each element with the one 2^j before it (`identity` before the start). torch-mlir lowers cumsum and
+    cumprod to tm_tensor.scan, which no upstream pass lowers; these steps are plain linalg."""
+    y = x if dtype is None else x.to(dtype)
+    dim, n, step = dim % max(y.dim(), 1), y.shape[dim], 1
+    while step < n:
+        before = torch.full_like(y.narrow(dim, 0, step), identity)
+        y = combine(y, torch.cat([before, y.narrow(dim, 0, n - step)], dim))
+        step *= 2
+    return y
+
+
+# A cumsum over more than this many elements sums blocks of SCAN_BLOCK by a matmul with a triangle of ones and
+# scans only the blocks' totals step by step: the log-step scan of a row of 32768 read and wrote the whole
+# tensor 15 times, twice each (level1/89_cumsum at 0.04x of eager on the H100)
+BLOCKED_SCAN_MIN = 256
+SCAN_BLOCK = 32
+
+
+def cumsum_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
+    y = x if dtype is None else x.to(dtype)
+    if y.dim() == 0 or y.shape[dim] <= BLOCKED_SCAN_MIN or not y.is_floating_point():
+        return _scan(y, dim, torch.add, 0.0, None)
+    rows = y.movedim(dim, -1)
+    n = rows.shape[-1]
+    padded = torch.nn.functional.pad(rows, (0, -n % SCAN_BLOCK))  # zeros past the end change no prefix
+    blocks = padded.reshape(*padded.shape[:-1], -1, SCAN_BLOCK)
+    ones = torch.arange(SCAN_BLOCK)
+    upper = (ones[:, None] <= ones[None, :]).to(y.dtype)  # upper[k, j]: element k counts in prefix j
+    within = torch.matmul(blocks, upper)
+    totals = within[..., -1]
+    before = _scan(totals, -1, torch.add, 0.0, None) - totals  # the sum of the blocks before each
+    out = (within + before.unsqueeze(-1)).reshape(padded.shape)[..., :n]
+    return out.movedim(-1, dim)
+
+
+def cumprod_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
+    return _scan(x, dim, torch.mul, 1.0, dtype)
+
+
+MAX_TOPK = 64  # topk's decomposition takes k reductions over the row
+
+
+def topk_decomposition(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """torch.topk as k rounds along `dim` of a max, the max's first position, and a mask over the element
+    taken: torch-mlir lowers topk to tm_tensor.sort, which no upstream pass lowers; these are plain linalg
+    reductions and elementwise ops. Values come out sorted (largest first), as sorted=True asks; among
+    equal values the indices may differ from torch's."""
+    if k > MAX_TOPK:
+        raise DecompositionLimit(f"torch.topk with k = {k} takes k reductions over its row here, past the {MAX_TOPK} "
+                            "this compile stage takes: a smaller k lowers")
+    dim = dim % max(x.dim(), 1)
+    work = x if largest else -x
+    shape = [1] * x.dim()
+    shape[dim] = x.shape[dim]
+    positions = torch.arange(x.shape[dim], device=x.device).reshape(shape)
+    values, indices = [], []
+    for _ in range(k):  # max and then its first position: two one-accumulator reductions (no argmax pair)
+        value = torch.amax(work, dim, keepdim=True)
+        index = torch.amin(torch.where(work == value, positions, x.shape[dim]), dim, keepdim=True)
+        values.append(value)
+        indices.append(index)
+        work = torch.where(positions == index, torch.full_like(work, -math.inf), work)
+    value = torch.cat(values, dim)
+    return (value if largest else -value), torch.cat(indices, dim)
+
+
+def masked_fill_decomposition(x: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False):
+    """x[mask] = values (index_put with one boolean mask of x's shape) as an elementwise select: torch-mlir
+    lowers the mask through nonzero, a tm_tensor.scan, which no upstream pass lowers. Other index_put forms
+    are left to torch-mlir."""
+    if len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool or indices[0].shape != x.shape \
+            or values.numel() != 1:
+        return NotImplemented
+    value = values.reshape(()).to(x.dtype)
+    return torch.where(indices[0], x + value if accumulate else value, x)
+
+
+def _hits_along(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor | None:
+    """Each index compared with every position of x along `dim` (dim already normalized): index's dims with x's
+    positions after `dim`. None unless index has x's shape but along `dim` (a gate's top-k slots, a GNN's
+    targets expanded over the features): other forms are left to torch-mlir."""
+    if index.dim() != x.dim() or any(index.shape[d] != x.shape[d] for d in range(x.dim()) if d != dim):
+        return None
+    positions = torch.arange(x.shape[dim], device=x.device).reshape([1] * (dim + 1) + [-1] + [1] * (x.dim() - dim - 1))
+    return index.unsqueeze(dim + 1) == positions
+
+
+def _sources_at(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """src cut to index's shape, in x's type, broadcast along the positions of _hits_along."""
+    return src[tuple(slice(0, n) for n in index.shape)].unsqueeze(dim + 1).to(x.dtype)
+
+
+def scatter_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src) -> torch.Tensor:
+    """x.scatter(dim, index, src) (src a tensor or a number) as a comparison of each index with every position
+    along `dim` and a select: torch-mlir lowers scatter to tm_tensor.scatter, which no upstream pass lowers.
+    Where an index repeats, the sources are summed (torch leaves which one wins undefined)."""
+    dim = dim % max(x.dim(), 1)
+    hits = _hits_along(x, dim, index)
+    if hits is None:
+        return NotImplemented
+    source = _sources_at(x, dim, index, src) if isinstance(src, torch.Tensor) else \
+        torch.full((), src, dtype=x.dtype, device=x.device)
+    value = torch.where(hits, source, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim)
+    return torch.where(hits.any(dim), value, x)
+
+
+def scatter_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """x.scatter_add(dim, index, src) (a GNN's aggregation of edge messages into nodes) as scatter_decomposition's
+    comparisons, the matching sources summed onto x (tm_tensor.scatter in torch-mlir)."""
+    dim = dim % max(x.dim(), 1)
+    hits = _hits_along(x, dim, index)
+    if hits is None:
+        return NotImplemented
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    return x + torch.where(hits, _sources_at(x, dim, index, src), zero).sum(dim)
+
+
+def index_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
+                            alpha=1) -> torch.Tensor:
+    """x.index_add(dim, index, source) as a matmul of the one-hot matrix of `index` with `source`: row p of the
+    result gains every source slice i with index[i] == p. torch-mlir lowers index_add to tm_tensor.scatter,
+    which no upstream pass lowers. Floating point only (integers are left to torch-mlir)."""
+    if not x.is_floating_point():
+        return NotImplemented
+    dim = dim % max(x.dim(), 1)
+    one_hot = (torch.arange(x.shape[dim], device=x.device).unsqueeze(1) == index.unsqueeze(0)).to(x.dtype)
+    moved = source.to(x.dtype).movedim(dim, 0)
+    gathered = (one_hot @ moved.reshape(moved.shape[0], -1)).reshape(x.shape[dim], *moved.shape[1:])
+    return x + alpha * gathered.movedim(0, dim)
+
+
+MAX_SORT = 4096  # a sort's decomposition compares every pair of elements of a row
+
+
+def _sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """A stable sort along `dim` by ranks: an element's rank is the number of elements that sort before it
+    (smaller, or larger when descending, NaN counting as the largest, as in torch; an equal one earlier in
+    the row), and output position r takes the element of rank r. torch-mlir lowers sort to tm_tensor.sort,
+    which no upstream pass lowers; these are comparisons and sums (two reductions over the row per element)."""
+    dim = dim % max(x.dim(), 1)
+    n = x.shape[dim]
+    if n > MAX_SORT:
+        raise DecompositionLimit(f"a sort of rows of {n} compares every pair of a row here, past rows of {MAX_SORT} "
+                            "that this compile stage takes: shorter rows lower")
+    row = x.movedim(dim, -1)
+    mine, other = row.unsqueeze(-1), row.unsqueeze(-2)  # [..., i, 1] and [..., 1, j]
+    before = other > mine if descending else other < mine
+    equal = other == mine
+    if x.is_floating_point():
+        mine_nan, other_nan = torch.isnan(mine), torch.isnan(other)
+        before = before | (other_nan & ~mine_nan if descending else mine_nan & ~other_nan)
+        equal = equal | (mine_nan & other_nan)
+    positions = torch.arange(n, device=x.device)
+    earlier = positions.unsqueeze(0) < positions.unsqueeze(1)  # [i, j]: j comes before i in the row
+    rank = (before | (equal & earlier)).sum(-1)
+    taken = rank.unsqueeze(-2) == positions.unsqueeze(-1)  # [..., r, i]: element i goes to position r
+    values = torch.where(taken, row.unsqueeze(-2), torch.zeros((), dtype=x.dtype, device=x.device)).sum(-1)
+    indices = torch.where(taken, positions, 0).sum(-1)
+    return values.to(x.dtype).movedim(-1, dim), indices.movedim(-1, dim)
+
+
+def sort_decomposition(x: torch.Tensor, dim: int = -1, descending: bool = False, *, stable=None):
+    return _sort(x, dim, descending)
+
+
+def argsort_decomposition(x: torch.Tensor, dim: int = -1, descending: bool = False, *, stable=None):
+    return _sort(x, dim, descending)[1]
+
+
+def _tap_indices(taps: list[list[int]], kernel) -> torch.Tensor:
+    """The flat positions in a kernel of the taps of every combination of `taps` (per dim, evenly spaced),
+    row-major: as arithmetic on aranges, since a tensor of the values (torch.tensor) cannot be made in a
+    decomposition."""
+    flat = torch.zeros([], dtype=torch.int64)
+    for i, along in enumerate(taps):
+        step = along[1] - along[0] if len(along) > 1 else 0
+        positions = (torch.arange(len(along)) * step + along[0]) * math.prod(kernel[i + 1:])
+        flat = flat.unsqueeze(-1) + positions
+    return flat.reshape(-1)
+
+
+def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding, dilation,
+                                 transposed: bool, output_padding, groups: int):
+    """A transposed conv of stride s > 1 as one conv per output phase (sub-pixel convolution): along a dim,
+    the outputs o = r + s n of one offset r take only the taps t with (r + p - t d) divisible by s, each at
+    input n + (r + p - t d) / s: a plain conv of the input (padded once for every phase) with those taps,
+    reversed, dilated by their spacing. The phases' outputs are then interleaved. torch-mlir lowers a
+    transposed conv as one conv over the input with s - 1 zeros inserted between elements, which multiplies
+    zeros in s^dims - 1 of s^dims products (7 of 8 for a 3-D stride 2). Other convs are left to torch-mlir."""
+    if not transposed or all(s == 1 for s in stride):
+        return NotImplemented
+    dims = len(stride)
+    batch, in_channels, *lengths = x.shape
+    out_per_group, kernel = weight.shape[1], weight.shape[2:]
+    out_channels = out_per_group * groups
+    out_lengths = [(n - 1) * s - 2 * p + d * (k - 1) + op + 1
+                   for n, s, p, d, k, op in zip(lengths, stride, padding, dilation, kernel, output_padding)]
+    # the weight in a conv's layout, [out, in / groups, taps]
+    w = weight.reshape(groups, in_channels // groups, out_per_group, math.prod(kernel)).transpose(1, 2) \
+        .reshape(out_channels, in_channels // groups, math.prod(kernel))
+    # per dim and output offset r: (its taps, descending: the order in which their inputs rise, by
+    # d / gcd(d, s) a tap; the input offset of the first and the last; its outputs), None where no tap
+    # reaches an output
+    phases = [[([t for t in reversed(range(k)) if (r + p - t * d) % s == 0], -(-(length - r) // s))
+               for r in range(s)] for s, p, d, k, length in zip(stride, padding, dilation, kernel, out_lengths)]
+    phases = [[(taps, ((r + p - taps[0] * d) // s, (r + p - taps[-1] * d) // s), count) if taps and count > 0
+               else None for r, (taps, count) in enumerate(per_r)]
+              for per_r, s, p, d in zip(phases, stride, padding, dilation)]
+    used = [[phase for phase in per_r if phase] for per_r in phases]
+    left = [max([-first for _, (first, _), _ in runs] + [0]) for runs in used]
+    right = [max([count + last - n for _, (_, last), count in runs] + [0]) for runs, n in zip(used, lengths)]
+    padded = torch.nn.functional.pad(x, [v for i in reversed(range(dims)) for v in (left[i], right[i])])
+    most = [-(-length // s) for length, s in zip(out_lengths, stride)]  # outputs of the longest phase
+    pieces = []
+    for offsets in itertools.product(*[range(s) for s in stride]):
+        per_dim = [phases[i][r] for i, r in enumerate(offsets)]
+        if any(phase is None for phase in per_dim):
+            pieces.append(torch.full([batch, out_channels, *most], 0.0, dtype=x.dtype))
+            continue
+        # the phase's taps gathered into a weight of their own: a view of them would not be contiguous, and a
+        # conv through img2col collapses its weight to a matrix, which bufferization then copied on the host
+        ws = w.index_select(2, _tap_indices([taps for taps, _, _ in per_dim], kernel)).reshape(
+            out_channels, in_channels // groups, *[len(taps) for taps, _, _ in per_dim])
+        xs = padded
+        for i, (_, (first, last), count) in enumerate(per_dim):
+            xs = xs.narrow(2 + i, left[i] + first, count + last - first)
+        spacing = [d // math.gcd(s, d) for s, d in zip(stride, dilation)]
+        y = torch.ops.aten.convolution(xs, ws, None, [1] * dims, [0] * dims, spacing, False, [0] * dims, groups)
+        pieces.append(torch.nn.functional.pad(y, [v for i in reversed(range(dims)) for v in (0, most[i] - y.shape[2 + i])]))
+    # [offsets..., batch, channels, most...] -> [batch, channels, most_0, s_0, most_1, s_1, ...]
+    out = torch.stack(pieces).reshape(*stride, batch, out_channels, *most)
+    out = out.permute([dims, dims + 1, *[v for i in range(dims) for v in (dims + 2 + i, i)]])
+    out = out.reshape(batch, out_channels, *[m * s for m, s in zip(most, stride)])
+    out = out[(slice(None), slice(None), *[slice(0, length) for length in out_lengths])]
+    # the bias once, after the interleave (fused into it): each phase's conv starts from zeros of its own,
+    # where a bias broadcast shared by the phases' convs as their init would be copied for each on the host
+    return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
+
+
+def decomposition_table() -> dict:
+    """torch-mlir's decompositions, with the project's in place of some."""
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    return {**get_decomposition_table(), torch.ops.aten.var_mean.correction: var_mean_decomposition,
+            torch.ops.aten.native_group_norm.default: group_norm_decomposition,
+            torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition,
+            torch.ops.aten.topk.default: topk_decomposition,
+            torch.ops.aten.index_put.default: masked_fill_decomposition,
+            torch.ops.aten.scatter.src: scatter_decomposition, torch.ops.aten.scatter.value: scatter_decomposition,
+            torch.ops.aten.scatter_add.default: scatter_add_decomposition,
+            torch.ops.aten.index_add.default: index_add_decomposition,
+            torch.ops.aten.sort.default: sort_decomposition, torch.ops.aten.sort.stable: sort_decomposition,
+            torch.ops.aten.argsort.default: argsort_decomposition, torch.ops.aten.argsort.stable: argsort_decomposition,
+            torch.ops.aten.convolution.default: conv_transpose_decomposition}
