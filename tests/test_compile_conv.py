@@ -4,6 +4,7 @@ is never in memory) and the matmul gets the v0 register-tiled template. Real tor
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -15,9 +16,10 @@ import pytest
 from workers.compile import compile_iteration, initial_params
 from workers.compile.analysis import analyze
 from workers.compile.schedule import ScheduleError, emit_transform
-from workers.compile.schedule.templates import default_op_schedule, img2col_schedule
+from workers.compile.schedule.templates import default_op_schedule, img2col_op, img2col_schedule
+from workers.compile.schedule.tiles import block_dims
 from workers.frontend import lower_model
-from workers.records import ScheduleParams
+from workers.records import OpInfo, ScheduleParams
 
 ROOT = Path(__file__).parent.parent
 RESNET = ROOT / "benchmarks" / "models" / "conv3x3_resnet.py"
@@ -201,3 +203,15 @@ def test_a_pointwise_conv_is_an_img2col_matmul_in_v0(tmp_path):
     assert result.ok and result.kernel_families == ["matmul"], result
     assert not HOST_LOOPS.search(_host_part((job / "v0" / "gpu.mlir").read_text()))
     _check_ptx(job / "v0")
+
+
+def test_an_img2col_block_over_a_prime_pixel_row_keeps_to_the_thread_limit():
+    """A stride-2 transposed conv's phase of 257 output columns (level 2 #5, #91): no block of pixels near 128
+    divides 257, so the row is one block, and 8 threads of 8 channels each over it made 2056 threads; the
+    block takes fewer channels instead."""
+    conv = OpInfo(index=18, name="linalg.conv_2d_nchw_fchw", family="conv", loop_ranges=[32, 64, 256, 257, 64, 2, 2],
+                  iterator_types=["parallel"] * 4 + ["reduction"] * 3, dtype="f32", dilations=[1, 1],
+                  output_loops=[0, 1, 2, 3])
+    schedule = img2col_schedule(conv)
+    assert schedule.img2col and schedule.thread_tile[1] == 8
+    assert 32 <= math.prod(block_dims(schedule, img2col_op(conv))) <= 1024

@@ -407,6 +407,12 @@ def img2col_schedule(conv: OpInfo) -> OpSchedule:
         if schedule.block_tile[d]:
             schedule.block_tile[d] = _nearest_aligned(op.loop_ranges[d], schedule.block_tile[d], extents,
                                                       multiple_of=thread or 1)
+    threads = math.prod(n for n in threads_per_loop(schedule, op) if n)
+    if threads > MAX_THREADS and channels_tiled:  # a pixel run of no divisor near the block's (a row of 257)
+        per_thread = schedule.thread_tile[channel]
+        channel_threads = (schedule.block_tile[channel] or op.loop_ranges[channel]) // per_thread
+        schedule.block_tile[channel] = per_thread * largest_divisor_at_most(
+            op.loop_ranges[channel] // per_thread, max(1, channel_threads * MAX_THREADS // threads))
     return schedule
 
 
