@@ -18,8 +18,7 @@ from workers.measure import gpu_unavailable, measure_batch, measure_iteration, r
 from workers.measure.gpu_run import Lap, RunOutcome, _classify
 from workers.compile.memory_plan import share_dead_temporaries
 from workers.measure.launch import (ConfigError, allocation_order, calls_device_malloc, check_config, launch_order,
-                                    launch_runs, model_file, pack_args, parameter_buffer,
-                                    pathological_launches)
+                                    launch_runs, model_file, pack_args, parameter_buffer, pathological_launches)
 from workers.process import run_in_group
 from workers.measure.ncu import NcuError, _unknown_metrics, parse_csv
 from workers.measure.tensor_map import tiled_arguments
@@ -128,7 +127,7 @@ def test_a_loop_index_argument_is_packed_as_its_loops_current_index_in_64_bits()
         pack_args(launch, pointers, {0: 511})
 
 
-def test_a_launchs_parameters_are_packed_once_at_their_natural_alignment():
+def test_the_parameters_of_a_launch_are_packed_once_at_their_natural_alignment():
     """The bytes pycuda's Function.__call__ would pack on every launch, made once per launch and index."""
     launch = looped_config().launches[2]
     pointers = {a.buffer: 0x7F0000000010 + i for i, a in enumerate(launch.args) if a.kind == "buffer"}

@@ -93,7 +93,7 @@ def topk_decomposition(x: torch.Tensor, k: int, dim: int = -1, largest: bool = T
     equal values the indices may differ from torch's."""
     if k > MAX_TOPK:
         raise DecompositionLimit(f"torch.topk with k = {k} takes k reductions over its row here, past the {MAX_TOPK} "
-                            "this compile stage takes: a smaller k lowers")
+                                 "this compile stage takes: a smaller k lowers")
     dim = dim % max(x.dim(), 1)
     work = x if largest else -x
     shape = [1] * x.dim()
@@ -187,7 +187,7 @@ def _sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, to
     n = x.shape[dim]
     if n > MAX_SORT:
         raise DecompositionLimit(f"a sort of rows of {n} compares every pair of a row here, past rows of {MAX_SORT} "
-                            "that this compile stage takes: shorter rows lower")
+                                 "that this compile stage takes: shorter rows lower")
     row = x.movedim(dim, -1)
     mine, other = row.unsqueeze(-1), row.unsqueeze(-2)  # [..., i, 1] and [..., 1, j]
     before = other > mine if descending else other < mine
@@ -225,6 +225,19 @@ def _tap_indices(taps: list[list[int]], kernel) -> torch.Tensor:
     return flat.reshape(-1)
 
 
+def _phases_along(s: int, p: int, d: int, k: int, length: int) -> list:
+    """Per output offset r along one dim of a transposed conv: (its taps, descending, the order in which their
+    inputs rise, by d / gcd(d, s) a tap; the input offsets of the first tap and the last; its outputs'
+    count), or None where no tap reaches an output."""
+    phases = []
+    for r in range(s):
+        taps = [t for t in reversed(range(k)) if (r + p - t * d) % s == 0]
+        count = -(-(length - r) // s)
+        phases.append((taps, ((r + p - taps[0] * d) // s, (r + p - taps[-1] * d) // s), count)
+                      if taps and count > 0 else None)
+    return phases
+
+
 def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding, dilation,
                                  transposed: bool, output_padding, groups: int):
     """A transposed conv of stride s > 1 as one conv per output phase (sub-pixel convolution): along a dim,
@@ -244,14 +257,7 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
     # the weight in a conv's layout, [out, in / groups, taps]
     w = weight.reshape(groups, in_channels // groups, out_per_group, math.prod(kernel)).transpose(1, 2) \
         .reshape(out_channels, in_channels // groups, math.prod(kernel))
-    # per dim and output offset r: (its taps, descending: the order in which their inputs rise, by
-    # d / gcd(d, s) a tap; the input offset of the first and the last; its outputs), None where no tap
-    # reaches an output
-    phases = [[([t for t in reversed(range(k)) if (r + p - t * d) % s == 0], -(-(length - r) // s))
-               for r in range(s)] for s, p, d, k, length in zip(stride, padding, dilation, kernel, out_lengths)]
-    phases = [[(taps, ((r + p - taps[0] * d) // s, (r + p - taps[-1] * d) // s), count) if taps and count > 0
-               else None for r, (taps, count) in enumerate(per_r)]
-              for per_r, s, p, d in zip(phases, stride, padding, dilation)]
+    phases = [_phases_along(*along) for along in zip(stride, padding, dilation, kernel, out_lengths)]
     used = [[phase for phase in per_r if phase] for per_r in phases]
     left = [max([-first for _, (first, _), _ in runs] + [0]) for runs in used]
     right = [max([count + last - n for _, (_, last), count in runs] + [0]) for runs, n in zip(used, lengths)]

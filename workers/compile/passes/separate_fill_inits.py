@@ -61,8 +61,8 @@ def _concat_piece(op) -> bool:
 
 def _fill_per_user(fill) -> None:
     """Where `fill`'s result initialises several ops, one of them of two results or more or a concat's piece,
-    each op after the
-    first gets a clone of the fill over an empty tensor of its own (a fill read as an input stays shared)."""
+    each op after the first gets a clone of the fill over an empty tensor of its own (a fill read as an input
+    stays shared)."""
     users = []
     for use in fill.results[0].uses:
         if _initialises(use) and not any(use.owner.operation == user for user in users):
