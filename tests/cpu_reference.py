@@ -24,8 +24,11 @@ LOWER = ("builtin.module(func.func(convert-linalg-to-loops),expand-strided-metad
          "convert-cf-to-llvm,reconcile-unrealized-casts)")
 
 
+NUMPY_TYPES = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
+
+
 def run_linalg(text: str, args: list[torch.Tensor], output_shapes: list[list[int]]) -> list[np.ndarray]:
-    """The float32 outputs of `forward` in `text` on `args` (inputs, then weights, as the frontend lifts them)."""
+    """The outputs of `forward` in `text` on `args` (inputs, then weights, as the frontend lifts them)."""
     with tempfile.TemporaryDirectory() as folder:
         Path(folder, "model.mlir").write_text(text)
         np.savez(Path(folder, "args.npz"), *[a.detach().numpy() for a in args])
@@ -45,6 +48,9 @@ def _run(text: str, arrays: list[np.ndarray], output_shapes: list) -> list[np.nd
 
     with ir.Context():
         module = ir.Module.parse(text)
+        forward = next(op for op in module.body.operations if op.operation.name == "func.func")
+        result_types = [str(ir.RankedTensorType(t).element_type)
+                        for t in ir.FunctionType(ir.TypeAttr(forward.attributes["function_type"]).value).results]
         for op in module.body.operations:
             op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
         PassManager.parse(BUFFERIZE).run(module.operation)
@@ -58,7 +64,7 @@ def _run(text: str, arrays: list[np.ndarray], output_shapes: list) -> list[np.nd
         PassManager.parse(LOWER).run(module.operation)
         engine = ExecutionEngine(module, opt_level=2, shared_libs=[])
         arrays = [np.ascontiguousarray(a) for a in arrays]
-        outputs = [np.zeros(shape, np.float32) for shape in output_shapes]
+        outputs = [np.zeros(shape, NUMPY_TYPES[kind]) for shape, kind in zip(output_shapes, result_types)]
         engine.invoke("forward", *[ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a)))
                                    for a in arrays + outputs])
         return outputs

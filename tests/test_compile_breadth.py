@@ -472,11 +472,46 @@ def test_an_op_only_torch_mlirs_own_dialect_holds_is_refused_by_name(tmp_path):
 
 
 def test_a_sort_past_its_row_limit_is_refused_with_the_reason(tmp_path):
-    model = tmp_path / "long_sort.py"
-    model.write_text((BREADTH / "sort.py").read_text().replace("randn(16, 100)", "randn(2, 5000)")
-                     .replace("randn(16, 100, 8)", "randn(2, 5000, 8)"))
-    with pytest.raises(FrontendError, match="a sort of rows of 5000 compares every pair of a row here, past rows of 4096"):
-        lower_model(str(model), str(tmp_path / "long_sort"))
+    model = tmp_path / "huge_sort.py"
+    model.write_text((BREADTH / "sort.py").read_text().replace("randn(16, 100)", "randn(2, 200000)")
+                     .replace("randn(16, 100, 8)", "randn(2, 200000, 8)"))
+    with pytest.raises(FrontendError, match="a sort of rows of 200000 takes a pass over the rows per step of a "
+                                            "bitonic sort here, past the 131072"):
+        lower_model(str(model), str(tmp_path / "huge_sort"))
+
+
+@pytest.mark.parametrize("shape, dim", [((3, 5000), 1), ((2, 4097, 3), 1), ((9000,), 0)])
+def test_a_long_row_sorts_by_a_bitonic_network_as_torch_sorts_it(shape, dim):
+    """Past RANK_SORT_MAX: stable (ties by position, integers), NaN as the largest, either direction, rows
+    padded to a power of two whose padding is cut off."""
+    torch.manual_seed(0)
+    for kind in ("float", "nan", "int"):
+        x = torch.randint(0, 50, shape) if kind == "int" else torch.randn(*shape)
+        if kind == "nan":
+            x[x > 1.5] = float("nan")
+        for descending in (False, True):
+            values, indices = sort_decomposition(x, dim, descending)
+            expected = torch.sort(x, stable=True, dim=dim, descending=descending)
+            assert torch.equal(indices, expected.indices)
+            assert torch.allclose(values, expected.values, equal_nan=True)
+
+
+def test_a_bitonic_sort_lowers_to_what_torch_computes(tmp_path, monkeypatch):
+    """The network's lowering run on the CPU (rows of 20 made to take it: a row past 4096 makes a module the
+    CPU reference takes minutes over) gives torch's sorted values and order."""
+    from tests.cpu_reference import run_linalg
+    from workers import decompositions
+    from workers.model_loader import load_model
+
+    monkeypatch.setattr(decompositions, "RANK_SORT_MAX", 8)
+    model = tmp_path / "sort40.py"
+    model.write_text((BREADTH / "long_sort.py").read_text().replace("randn(4, 6000)", "randn(3, 20)"))
+    info = lower_model(str(model), str(tmp_path / "sort40"))
+    module, inputs = load_model(str(model), info.seed)
+    got = run_linalg((tmp_path / "sort40" / "model_linalg.mlir").read_text(), inputs, info.output_shapes)
+    with torch.no_grad():
+        want = module(*inputs)
+    assert abs(got[0] - want[0].numpy()).max() < 1e-6 and (got[1] == want[1].numpy()).all()
 
 
 def test_a_small_bf16_matmul_stages_its_tensor_core_tiles(tmp_path):

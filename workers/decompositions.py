@@ -175,19 +175,24 @@ def index_add_decomposition(x: torch.Tensor, dim: int, index: torch.Tensor, sour
     return x + alpha * gathered.movedim(0, dim)
 
 
-MAX_SORT = 4096  # a sort's decomposition compares every pair of elements of a row
+RANK_SORT_MAX = 4096  # rows up to this long sort by ranks (every pair of a row compared), longer ones bitonically
+MAX_SORT = 1 << 17  # a bitonic sort of 2^17 takes 153 passes over the rows
 
 
 def _sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """A stable sort along `dim` by ranks: an element's rank is the number of elements that sort before it
-    (smaller, or larger when descending, NaN counting as the largest, as in torch; an equal one earlier in
-    the row), and output position r takes the element of rank r. torch-mlir lowers sort to tm_tensor.sort,
-    which no upstream pass lowers; these are comparisons and sums (two reductions over the row per element)."""
+    """A stable sort along `dim` (NaN counting as the largest, as in torch). torch-mlir lowers sort to
+    tm_tensor.sort, which no upstream pass lowers; these are comparisons, selects and sums.
+
+    Rows up to RANK_SORT_MAX sort by ranks: an element's rank is the number of elements that sort before it
+    (smaller, or larger when descending; an equal one earlier in the row), and output position r takes the
+    element of rank r (two reductions over the row per element). Longer rows: _bitonic_sort."""
     dim = dim % max(x.dim(), 1)
     n = x.shape[dim]
     if n > MAX_SORT:
-        raise DecompositionLimit(f"a sort of rows of {n} compares every pair of a row here, past rows of {MAX_SORT} "
-                                 "that this compile stage takes: shorter rows lower")
+        raise DecompositionLimit(f"a sort of rows of {n} takes a pass over the rows per step of a bitonic sort "
+                                 f"here, past the {MAX_SORT} elements a row that this compile stage takes")
+    if n > RANK_SORT_MAX:
+        return _bitonic_sort(x, dim, descending)
     row = x.movedim(dim, -1)
     mine, other = row.unsqueeze(-1), row.unsqueeze(-2)  # [..., i, 1] and [..., 1, j]
     before = other > mine if descending else other < mine
@@ -203,6 +208,47 @@ def _sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, to
     values = torch.where(taken, row.unsqueeze(-2), torch.zeros((), dtype=x.dtype, device=x.device)).sum(-1)
     indices = torch.where(taken, positions, 0).sum(-1)
     return values.to(x.dtype).movedim(-1, dim), indices.movedim(-1, dim)
+
+
+def _bitonic_sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """_sort of long rows as a bitonic sorting network over the row padded to a power of two, 2^m: m (m + 1) / 2
+    passes, each comparing every element i with element i xor j and keeping the pair in the order its block
+    of 2k elements asks for (ascending where i & k is 0). Elements order by (class, value, position): the
+    class puts NaNs where torch does and the padding last; the position makes the order total, so the sort
+    is stable and the padding is cut off at the end."""
+    row = x.movedim(dim, -1)
+    n, lead = row.shape[-1], row.shape[:-1]
+    size = 1 << (n - 1).bit_length()
+    values = torch.nn.functional.pad(row, (0, size - n))
+    positions = torch.arange(size, device=x.device).expand(*lead, size)
+    nan_class, number_class, padding_class = (0, 1, 2) if descending else (1, 0, 2)  # NaN: the largest
+
+    def order_class(v: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        nan = torch.isnan(v) if x.is_floating_point() else torch.zeros_like(i, dtype=torch.bool)
+        return torch.where(i >= n, padding_class, torch.where(nan, nan_class, number_class))
+
+    def before(va, ia, vb, ib) -> torch.Tensor:  # a sorts before b
+        ca, cb = order_class(va, ia), order_class(vb, ib)
+        first = (va > vb) if descending else (va < vb)
+        tie = (va == vb) | (ca != number_class)  # NaNs and padding: by position
+        return (ca < cb) | ((ca == cb) & (first | (tie & (ia < ib))))
+
+    k = 2
+    while k <= size:
+        j = k // 2
+        while j >= 1:
+            # each element beside its partner (i xor j, the pair's other half flipped in), as [groups, 2, j]
+            v, i = (t.reshape(*lead, size // (2 * j), 2, j) for t in (values, positions))
+            pv, pi = v.flip(-2), i.flip(-2)
+            first_half = (torch.arange(2, device=x.device) == 0).reshape(2, 1)
+            ascending = ((torch.arange(size // (2 * j), device=x.device) * 2 * j) & k == 0).reshape(-1, 1, 1)
+            in_order = torch.where(first_half, before(v, i, pv, pi), before(pv, pi, v, i))  # the pair as it stands
+            keep = in_order == ascending
+            values = torch.where(keep, v, pv).reshape(*lead, size)
+            positions = torch.where(keep, i, pi).reshape(*lead, size)
+            j //= 2
+        k *= 2
+    return values[..., :n].movedim(-1, dim), positions[..., :n].movedim(-1, dim)
 
 
 def sort_decomposition(x: torch.Tensor, dim: int = -1, descending: bool = False, *, stable=None):
