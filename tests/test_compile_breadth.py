@@ -19,7 +19,7 @@ from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumsum_decomposition,
                                     index_add_decomposition, masked_fill_decomposition, scatter_add_decomposition,
-                                    scatter_decomposition, sort_decomposition)
+                                    scatter_decomposition, sort_decomposition, topk_decomposition)
 from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
@@ -459,11 +459,15 @@ def test_a_groupnorm_over_large_groups_keeps_every_op_in_a_kernel(tmp_path):
     assert result.ok, result.error
 
 
-def test_a_topk_past_its_round_limit_is_refused_with_the_reason(tmp_path):
-    model = tmp_path / "wide_topk.py"
-    model.write_text((BREADTH / "topk.py").read_text().replace("torch.topk(x, 5,", "torch.topk(x, 100,"))
-    with pytest.raises(FrontendError, match="k = 100 takes k reductions over its row here, past the 64"):
-        lower_model(str(model), str(tmp_path / "wide_topk"))
+def test_a_topk_past_its_rounds_takes_the_first_k_of_the_rows_sort():
+    """k = 100 would be 100 reductions over the row (it was refused): the sort's first k, as torch's topk
+    gives them (values; indices where the values are distinct), largest or smallest."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 1000)
+    for largest in (True, False):
+        values, indices = topk_decomposition(x, 100, 1, largest)
+        expected = torch.topk(x, 100, dim=1, largest=largest)
+        assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
 
 
 def test_an_op_only_torch_mlirs_own_dialect_holds_is_refused_by_name(tmp_path):

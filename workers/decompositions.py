@@ -83,18 +83,19 @@ def cumprod_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Ten
     return _scan(x, dim, torch.mul, 1.0, dtype)
 
 
-MAX_TOPK = 64  # topk's decomposition takes k reductions over the row
+ROUNDS_TOPK_MAX = 64  # up to this k, topk takes k reductions over the row; past it, the row's sort
 
 
 def topk_decomposition(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """torch.topk as k rounds along `dim` of a max, the max's first position, and a mask over the element
-    taken: torch-mlir lowers topk to tm_tensor.sort, which no upstream pass lowers; these are plain linalg
-    reductions and elementwise ops. Values come out sorted (largest first), as sorted=True asks; among
-    equal values the indices may differ from torch's."""
-    if k > MAX_TOPK:
-        raise DecompositionLimit(f"torch.topk with k = {k} takes k reductions over its row here, past the {MAX_TOPK} "
-                                 "this compile stage takes: a smaller k lowers")
+    taken, or for k past ROUNDS_TOPK_MAX the first k of the row's sort (_sort): torch-mlir lowers topk to
+    tm_tensor.sort, which no upstream pass lowers; these are plain linalg reductions and elementwise ops.
+    Values come out sorted (largest first), as sorted=True asks; among equal values the indices may differ
+    from torch's."""
     dim = dim % max(x.dim(), 1)
+    if k > ROUNDS_TOPK_MAX:
+        values, indices = _sort(x, dim, descending=largest)
+        return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
     work = x if largest else -x
     shape = [1] * x.dim()
     shape[dim] = x.shape[dim]
