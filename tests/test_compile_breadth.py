@@ -18,7 +18,7 @@ from workers.compile.passes import (bool_bytes, collapse_reduction_loops, extrac
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumsum_decomposition,
-                                    index_add_decomposition, masked_fill_decomposition, scatter_add_decomposition,
+                                    index_add_decomposition, index_put_decomposition, scatter_add_decomposition,
                                     scatter_decomposition, sort_decomposition, topk_decomposition)
 from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
 from workers.measure.gpu_run import OutputError, worst_of_draws
@@ -245,7 +245,8 @@ def test_scans_gathers_and_dilated_convs_compile_with_every_kernel_on_the_gpu(tm
     assert not any(s.img2col for s in params.ops)
 
 
-@pytest.mark.parametrize("name", ["nonpersistent_buffer", "masked_assign", "scatter_gate", "sort", "index_add_mean"])
+@pytest.mark.parametrize("name", ["nonpersistent_buffer", "masked_assign", "scatter_gate", "sort", "index_add_mean",
+                                  "index_assign"])
 def test_a_non_persistent_buffer_a_masked_assignment_scatters_and_sorts_compile(tmp_path, name):
     """BERT's position ids (a buffer outside the state dict), a GCN's d[isinf(d)] = 0, an MoE gate's
     scatter, a sort with argsort and a GNN's index_add/scatter_add: torch-mlir stopped at the first and
@@ -262,7 +263,7 @@ def test_a_long_cumsum_sums_blocks_by_a_matmul_and_scans_their_totals(shape, dim
     assert torch.allclose(cumsum_decomposition(x, dim), torch.cumsum(x, dim), rtol=1e-12, atol=1e-12)
 
 
-def test_the_masked_assignment_and_scatter_decompositions_compute_what_torch_does():
+def test_the_index_assignment_and_scatter_decompositions_compute_what_torch_does():
     torch.manual_seed(0)
     x = torch.randn(5, 8)
     rows = torch.stack([torch.randperm(8)[:3] for _ in range(5)])  # distinct slots per row, as topk's
@@ -273,9 +274,17 @@ def test_the_masked_assignment_and_scatter_decompositions_compute_what_torch_doe
     assert torch.equal(scatter_decomposition(x, 0, columns, larger), x.scatter(0, columns, larger))
     mask = x > 0.3
     for accumulate in (False, True):
-        assert torch.equal(masked_fill_decomposition(x, [mask], torch.tensor(1.5), accumulate),
+        assert torch.equal(index_put_decomposition(x, [mask], torch.tensor(1.5), accumulate),
                            torch.ops.aten.index_put.default(x, [mask], torch.tensor(1.5), accumulate))
-    assert masked_fill_decomposition(x, [torch.tensor([0, 2])], torch.tensor(1.0)) is NotImplemented
+    # x[rows] = v and x[:, cols] = v: rows and values, a broadcast value, negative indices, the last of a
+    # repeated index (as torch on the CPU), sums where accumulating
+    for dim, index, values in [(0, torch.tensor([3, 0, -1]), torch.randn(3, 8)), (1, torch.tensor([6, 2]), torch.randn(5, 2)),
+                               (1, torch.tensor([1, 4, 1]), torch.tensor(7.0)), (0, torch.tensor([2, 2, 4]), torch.randn(3, 1))]:
+        at = [None] * dim + [index]
+        for accumulate in (False, True):
+            assert torch.allclose(index_put_decomposition(x, at, values, accumulate),
+                                  torch.ops.aten.index_put.default(x, at, values, accumulate))
+    assert index_put_decomposition(x, [torch.tensor([0, 2]), torch.tensor([1, 1])], torch.tensor(1.0)) is NotImplemented
 
 
 def test_the_sort_index_add_and_scatter_add_decompositions_compute_what_torch_does():
@@ -472,7 +481,7 @@ def test_a_topk_past_its_rounds_takes_the_first_k_of_the_rows_sort():
 
 def test_an_op_only_torch_mlirs_own_dialect_holds_is_refused_by_name(tmp_path):
     with pytest.raises(FrontendError, match="lowered part of the model to tm_tensor.scatter"):
-        lower_model(str(BREADTH / "index_assign.py"), str(tmp_path / "index_assign"))
+        lower_model(str(BREADTH / "index_assign_pairs.py"), str(tmp_path / "index_assign_pairs"))
 
 
 def test_a_sort_past_its_row_limit_is_refused_with_the_reason(tmp_path):
@@ -849,3 +858,15 @@ def test_a_large_splat_constant_becomes_a_fill():
     assert "dense<0.000000e+00> : tensor<300x300xf32>" not in text
     assert re.search(r"linalg.fill ins\(%cst\w* : f32\) outs\(%\d+ : tensor<300x300xf32>\)", text), text
     assert "dense<1.500000e+00> : tensor<2x300xf32>" in text
+
+
+def test_an_assignment_at_integer_indices_lowers_to_what_torch_computes(tmp_path):
+    """x[rows] = values and x[:, cols] = 0.5 (a negative row among them), run on the CPU from the lowering."""
+    from tests.cpu_reference import run_linalg
+    from workers.model_loader import load_model
+
+    info = lower_model(str(BREADTH / "index_assign.py"), str(tmp_path / "index_assign"))
+    model, inputs = load_model(str(BREADTH / "index_assign.py"), info.seed)
+    got = run_linalg((tmp_path / "index_assign" / "model_linalg.mlir").read_text(), inputs, info.output_shapes)
+    with torch.no_grad():
+        assert abs(got[0] - model(*inputs).numpy()).max() == 0

@@ -111,15 +111,32 @@ def topk_decomposition(x: torch.Tensor, k: int, dim: int = -1, largest: bool = T
     return (value if largest else -value), torch.cat(indices, dim)
 
 
-def masked_fill_decomposition(x: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False):
-    """x[mask] = values (index_put with one boolean mask of x's shape) as an elementwise select: torch-mlir
-    lowers the mask through nonzero, a tm_tensor.scan, which no upstream pass lowers. Other index_put forms
-    are left to torch-mlir."""
-    if len(indices) != 1 or indices[0] is None or indices[0].dtype != torch.bool or indices[0].shape != x.shape \
-            or values.numel() != 1:
+def index_put_decomposition(x: torch.Tensor, indices, values: torch.Tensor, accumulate: bool = False):
+    """Two forms of index_put, which torch-mlir lowers through tm_tensor ops that no upstream pass lowers:
+    x[mask] = v (one boolean mask of x's shape, one value) as an elementwise select; x[..., rows, ...] = v
+    (one integer index tensor, along any dim) as a gather: each position along the dim takes the value of
+    the last index naming it, or keeps x's (index_add where accumulate). Other forms are left to torch-mlir."""
+    given = [(d, index) for d, index in enumerate(indices) if index is not None]
+    if len(given) != 1:
         return NotImplemented
-    value = values.reshape(()).to(x.dtype)
-    return torch.where(indices[0], x + value if accumulate else value, x)
+    (dim, index), = given
+    if index.dtype == torch.bool:
+        if dim or index.shape != x.shape or values.numel() != 1:
+            return NotImplemented
+        value = values.reshape(()).to(x.dtype)
+        return torch.where(index, x + value if accumulate else value, x)
+    if index.dim() != 1:
+        return NotImplemented
+    n = x.shape[dim]
+    index = torch.where(index < 0, index + n, index)
+    source = values.to(x.dtype).expand(*x.shape[:dim], index.shape[0], *x.shape[dim + 1:])
+    if accumulate:
+        return index_add_decomposition(x, dim, index, source)
+    hits = index.unsqueeze(1) == torch.arange(n, device=x.device)  # [indices, positions along dim]
+    order = torch.arange(index.shape[0], device=x.device).unsqueeze(1)
+    last = torch.amax(torch.where(hits, order, -1), 0)  # the last index naming each position, -1 for none
+    shape = [n if d == dim else 1 for d in range(x.dim())]
+    return torch.where((last >= 0).reshape(shape), source.index_select(dim, last.clamp(min=0)), x)
 
 
 def _hits_along(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor | None:
@@ -344,7 +361,7 @@ def decomposition_table() -> dict:
             torch.ops.aten.native_group_norm.default: group_norm_decomposition,
             torch.ops.aten.cumsum.default: cumsum_decomposition, torch.ops.aten.cumprod.default: cumprod_decomposition,
             torch.ops.aten.topk.default: topk_decomposition,
-            torch.ops.aten.index_put.default: masked_fill_decomposition,
+            torch.ops.aten.index_put.default: index_put_decomposition,
             torch.ops.aten.scatter.src: scatter_decomposition, torch.ops.aten.scatter.value: scatter_decomposition,
             torch.ops.aten.scatter_add.default: scatter_add_decomposition,
             torch.ops.aten.index_add.default: index_add_decomposition,

@@ -1,18 +1,20 @@
-"""x[rows] = values with an integer index: lowered to tm_tensor.scatter, which nothing here lowers (an index_put
-of a boolean mask or a scatter along a dim is decomposed; this form is not): the frontend refuses it, naming the op."""
+"""x[rows] = values and x[:, cols] = v with integer indices (a cache written at given positions): torch-mlir
+lowers index_put to tm_tensor.scatter, which nothing here lowers; the frontend makes each a gather of the
+last value written to each position (workers/decompositions.py)."""
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    def forward(self, x, rows, values):
+    def forward(self, x, rows, values, cols):
         x = x.clone()
         x[rows] = values
+        x[:, cols] = 0.5
         return x
 
 
 def get_inputs():
-    return [torch.randn(64, 32), torch.tensor([3, 17, 40]), torch.randn(3, 32)]
+    return [torch.randn(64, 32), torch.tensor([3, 17, 40, -2]), torch.randn(4, 32), torch.tensor([0, 31, 5])]
 
 
 def get_init_inputs():
