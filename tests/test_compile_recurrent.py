@@ -180,9 +180,9 @@ def test_the_unbatched_grus_state_inserts_are_made_full_rank_before_the_schedule
 
 
 def test_a_dropout_in_eval_mode_lowers_as_the_identity_and_one_forced_on_is_refused(tmp_path):
-    """The loader puts a model in eval mode, where export still traces aten.dropout (train=False), and an
-    attention passes dropout_p=0: level 2's #66 and #83 and level 1's #97 were refused as random until the
-    refusal read those arguments."""
+    """The loader puts a model in eval mode, where export still traces aten.dropout (train=False) and
+    aten.rrelu (training=False), and an attention passes dropout_p=0: level 2's #66 and #83 and level 1's #97
+    were refused as random until the refusal read those arguments."""
     info = lower_model(str(BREADTH / "dropout_eval.py"), str(tmp_path / "eval"))
     model, inputs = load_model(str(BREADTH / "dropout_eval.py"), info.seed)
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}

@@ -167,11 +167,13 @@ def _refuse_random_ops(program) -> None:
 
 def _draws_nothing(node) -> bool:
     """An op tagged as drawing random numbers that draws none here: a dropout of a model in eval mode (the
-    loader's) is traced as aten.dropout(x, p, train=False), an attention without dropout passes dropout_p=0."""
+    loader's) is traced as aten.dropout(x, p, train=False), an RReLU as aten.rrelu(..., training=False), an
+    attention without dropout passes dropout_p=0."""
     schema = node.target._schema.arguments
     given = {a.name: node.args[i] if i < len(node.args) else node.kwargs.get(a.name, a.default_value)
              for i, a in enumerate(schema)}
-    return given.get("train") is False or given.get("dropout_p", 1) == 0 or given.get("p", 1) == 0
+    return given.get("train") is False or given.get("training") is False or given.get("dropout_p", 1) == 0 \
+        or given.get("p", 1) == 0
 
 
 def _export(model: nn.Module, inputs: list):

@@ -1,5 +1,5 @@
-"""Dropout in a model that runs in eval mode (KernelBench level 2 #66, #83; VGG and AlexNet classifiers) and an
-attention without dropout (level 1 #97): no random numbers drawn, unlike a dropout forced on with
+"""Dropout and RReLU in a model that runs in eval mode (KernelBench level 2 #66, #83; VGG and AlexNet classifiers)
+and an attention without dropout (level 1 #97): no random numbers drawn, unlike a dropout forced on with
 training=True, which draws them on every call."""
 import torch
 import torch.nn as nn
@@ -11,10 +11,11 @@ class Model(nn.Module):
         super().__init__()
         self.linear = nn.Linear(16, 8)
         self.dropout = nn.Dropout(0.3)
+        self.rrelu = nn.RReLU()
         self.always_drop = always_drop
 
     def forward(self, x):
-        x = self.dropout(self.linear(x))
+        x = self.rrelu(self.dropout(self.linear(x)))
         x = F.scaled_dot_product_attention(x[None], x[None], x[None])[0]
         if self.always_drop:
             x = F.dropout(x, 0.5, training=True)
