@@ -3,8 +3,10 @@ a transposed conv's interleave, workers/decompositions.py; `torch.cat([x, torch.
 linalg.fill of a tensor.empty, which the schedule runs as a kernel.
 
 torch-mlir folds torch.zeros and torch.full of static shape into `arith.constant dense<v>`. Where an
-elementwise op reads it the clean-up folds it into a scalar; read as data (a concat's piece) it stays a host
-constant, which the host check refuses past host.MAX_CONSTANT_ELEMENTS elements. No upstream pass turns a
+elementwise op reads it the clean-up folds it into a scalar; read as data (a concat's piece) it may stay a
+host constant (a transposed conv's untapped phase did), which the host check refuses past
+host.MAX_CONSTANT_ELEMENTS elements. As a fill it is a kernel in every case (a scan's pieces of identity
+values, which copy kernels had written from the constant, are fill kernels since). No upstream pass turns a
 constant into a fill. Runs after the clean-up (whose canonicalization folds small fills into constants) and
 before farm-separate-fill-inits.
 """
