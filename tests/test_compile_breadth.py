@@ -37,6 +37,15 @@ def compiled(tmp_path: Path, name: str):
     return job, params, LaunchConfig.from_json((job / "v0" / "config.json").read_text())
 
 
+def after_pass(src: str, name: str) -> str:
+    """The module `src` after the project pass `name` alone, verified."""
+    with mlir.context():
+        module = mlir.parse(src, "t")
+        registry.run_step(name, module)
+        assert module.operation.verify()
+        return str(module)
+
+
 def _affine(text: str):
     """An affine map's text `affine_map<(d..)[s..] -> (e, ...)>` as a Python function of (dims, symbols)."""
     dims, symbols, results = re.fullmatch(r"\((.*?)\)(?:\[(.*?)\])? -> \((.*)\)", text).groups()
@@ -140,11 +149,7 @@ func.func @forward(%x: tensor<4x8x16x32xf32>, %w: tensor<16xf32>) -> (tensor<4x3
 def test_a_reduction_over_several_loops_becomes_one_over_their_product():
     """farm-collapse-reduction-loops: the sum over dims 1 and 2 reads x collapsed to 4 x 128 x 32 in three
     loops; the other reads w through dim 2 alone, which no collapse of x's dims can express: unchanged."""
-    with mlir.context():
-        module = mlir.parse(REDUCTIONS_OVER_SEVERAL_LOOPS, "two reductions")
-        registry.run_step(collapse_reduction_loops.NAME, module)
-        assert module.operation.verify()
-        text = str(module)
+    text = after_pass(REDUCTIONS_OVER_SEVERAL_LOOPS, collapse_reduction_loops.NAME)
     assert text.count("tensor.collapse_shape") == 1
     assert "tensor.collapse_shape %arg0 [[0], [1, 2], [3]] : tensor<4x8x16x32xf32> into tensor<4x128x32xf32>" in text
     generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
@@ -623,10 +628,7 @@ def test_a_scalar_read_out_with_item_becomes_an_operand_of_the_op_that_uses_it(t
         return %r : tensor<8xf32>
       }
     }"""
-    with mlir.context():
-        module = mlir.parse(src, "t")
-        registry.run_step(extracted_scalars.NAME, module)
-        text = str(module)
+    text = after_pass(src, extracted_scalars.NAME)
     assert "tensor.extract" not in text
     assert "ins(%arg0, %arg1 : tensor<8xf32>, tensor<1x1xf32>)" in text and "affine_map<(d0) -> (0, 0)>" in text
     assert re.search(r"\^bb0\(%in: f32, %in_\d+: f32, %out: f32\):\s*%\d+ = arith.divf %in, %in_\d+", text), text
@@ -678,10 +680,7 @@ def test_the_unit_loop_in_front_of_a_scalar_reduction_keeps_its_loop_index_on_it
         return %r : tensor<f32>
       }
     }"""
-    with mlir.context():
-        module = mlir.parse(src, "t")
-        registry.run_step(scalar_unit_loop.NAME, module)
-        text = str(module)
+    text = after_pass(src, scalar_unit_loop.NAME)
     assert 'iterator_types = ["parallel", "reduction"]' in text
     assert re.search(r"(%\d+) = linalg.index 1 : index\s*%extracted = tensor.extract %arg0\[\1, %in\]", text), text
 
@@ -744,15 +743,6 @@ def test_bool_buffers_are_bytes_in_every_kernel(tmp_path, name):
     assert "popc" not in (job / "v0" / "kernels.ptx").read_text()
 
 
-def _bool_memory_as_bytes(src: str) -> str:
-    """`src` after farm-bool-memory-as-bytes alone, verified."""
-    with mlir.context():
-        module = mlir.parse(src, "t")
-        registry.run_step(bool_bytes.NAME, module)
-        assert module.operation.verify()
-        return str(module)
-
-
 def test_the_bool_memory_pass_alone_reads_and_writes_bytes():
     src = """func.func @f(%m: memref<8xi1>, %o: memref<8xi1>) {
       %c0 = arith.constant 0 : index
@@ -768,7 +758,7 @@ def test_the_bool_memory_pass_alone_reads_and_writes_bytes():
       vector.scatter %o[%c0] [%rows], %all, %g : memref<8xi1>, vector<4xindex>, vector<4xi1>, vector<4xi1>
       return
     }"""
-    text = _bool_memory_as_bytes(src)
+    text = after_pass(src, bool_bytes.NAME)
     assert not re.search(r"memref<\d+xi1>", text) and "(%arg0: memref<8xi8>, %arg1: memref<8xi8>)" in text
     # reads: the transfer, the load, the gather; extended: the padding, the pass_thru and the three stored values
     assert text.count("arith.trunci") == 3 and text.count("arith.extui") == 5
@@ -789,7 +779,7 @@ def test_a_constant_mask_and_a_global_scratch_of_bools_are_stored_as_bytes_too()
         return
       }
     }"""
-    text = _bool_memory_as_bytes(src)
+    text = after_pass(src, bool_bytes.NAME)
     assert "memref<4xi8> = dense<[1, 0, 1, 1]>" in text and "@scratch : memref<4xi8>" in text and "xi1>" not in text
 
 
@@ -851,10 +841,7 @@ def test_a_large_splat_constant_becomes_a_fill():
         return %c, %d : tensor<600x300xf32>, tensor<4x300xf32>
       }
     }"""
-    with mlir.context():
-        module = mlir.parse(src, "t")
-        registry.run_step(splat_fills.NAME, module)
-        text = str(module)
+    text = after_pass(src, splat_fills.NAME)
     assert "dense<0.000000e+00> : tensor<300x300xf32>" not in text
     assert re.search(r"linalg.fill ins\(%cst\w* : f32\) outs\(%\d+ : tensor<300x300xf32>\)", text), text
     assert "dense<1.500000e+00> : tensor<2x300xf32>" in text
