@@ -230,8 +230,8 @@ def _sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, to
 
 def _bitonic_sort(x: torch.Tensor, dim: int, descending: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """_sort of long rows as a bitonic sorting network over the row padded to a power of two, 2^m: m (m + 1) / 2
-    passes, each comparing every element i with element i xor j and keeping the pair in the order its block
-    of 2k elements asks for (ascending where i & k is 0). Elements order by (class, value, position): the
+    passes, each comparing every element i with element i xor j and keeping the pair in the order of its run
+    of k elements (ascending where i & k is 0). Elements order by (class, value, position): the
     class puts NaNs where torch does and the padding last; the position makes the order total, so the sort
     is stable and the padding is cut off at the end."""
     row = x.movedim(dim, -1)
