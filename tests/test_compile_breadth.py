@@ -289,7 +289,16 @@ def test_the_index_assignment_and_scatter_decompositions_compute_what_torch_does
         for accumulate in (False, True):
             assert torch.allclose(index_put_decomposition(x, at, values, accumulate),
                                   torch.ops.aten.index_put.default(x, at, values, accumulate))
-    assert index_put_decomposition(x, [torch.tensor([0, 2]), torch.tensor([1, 1])], torch.tensor(1.0)) is NotImplemented
+    # x[rows, cols] = v: the indexed dims merged; indices of dims apart, or of more dims, are left to torch-mlir
+    for at, values in [([torch.tensor([0, 3, -1]), torch.tensor([1, 5, 2])], torch.randn(3)),
+                       ([torch.tensor([2, 2]), torch.tensor([1, 1])], torch.tensor(3.0))]:
+        for accumulate in (False, True):
+            assert torch.allclose(index_put_decomposition(x, at, values, accumulate),
+                                  torch.ops.aten.index_put.default(x, at, values, accumulate))
+    y = torch.randn(3, 4, 5)
+    assert index_put_decomposition(y, [torch.tensor([0, 1]), None, torch.tensor([1, 2])], torch.tensor(1.0)) \
+        is NotImplemented
+    assert index_put_decomposition(x, [torch.tensor([[0, 1]])], torch.tensor(1.0)) is NotImplemented
 
 
 def test_the_sort_index_add_and_scatter_add_decompositions_compute_what_torch_does():
@@ -486,7 +495,7 @@ def test_a_topk_past_its_rounds_takes_the_first_k_of_the_rows_sort():
 
 def test_an_op_only_torch_mlirs_own_dialect_holds_is_refused_by_name(tmp_path):
     with pytest.raises(FrontendError, match="lowered part of the model to tm_tensor.scatter"):
-        lower_model(str(BREADTH / "index_assign_pairs.py"), str(tmp_path / "index_assign_pairs"))
+        lower_model(str(BREADTH / "index_assign_2d.py"), str(tmp_path / "index_assign_2d"))
 
 
 def test_a_sort_past_its_row_limit_is_refused_with_the_reason(tmp_path):
@@ -848,7 +857,8 @@ def test_a_large_splat_constant_becomes_a_fill():
 
 
 def test_an_assignment_at_integer_indices_lowers_to_what_torch_computes(tmp_path):
-    """x[rows] = values and x[:, cols] = 0.5 (a negative row among them), run on the CPU from the lowering."""
+    """x[rows] = values, x[:, cols] = 0.5 and x[rows, cols] = -1 (a negative row among them), run on the CPU
+    from the lowering."""
     from tests.cpu_reference import run_linalg
     from workers.model_loader import load_model
 

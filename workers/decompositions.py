@@ -117,7 +117,9 @@ def index_put_decomposition(x: torch.Tensor, indices, values: torch.Tensor, accu
     (one integer index tensor, along any dim) as a gather: each position along the dim takes the value of
     the last index naming it, or keeps x's (index_add where accumulate). Other forms are left to torch-mlir."""
     given = [(d, index) for d, index in enumerate(indices) if index is not None]
-    if len(given) != 1:
+    if len(given) > 1:
+        return _index_put_merged(x, given, values, accumulate)
+    if not given:
         return NotImplemented
     (dim, index), = given
     if index.dtype == torch.bool:
@@ -137,6 +139,23 @@ def index_put_decomposition(x: torch.Tensor, indices, values: torch.Tensor, accu
     last = torch.amax(torch.where(hits, order, -1), 0)  # the last index naming each position, -1 for none
     shape = [n if d == dim else 1 for d in range(x.dim())]
     return torch.where((last >= 0).reshape(shape), source.index_select(dim, last.clamp(min=0)), x)
+
+
+def _index_put_merged(x: torch.Tensor, given: list, values: torch.Tensor, accumulate: bool):
+    """x[..., rows, cols, ...] = v, 1-D integer indices of adjacent dims: one index into those dims merged
+    (row-major), as index_put_decomposition puts along one dim. NotImplemented for other forms (indices of
+    dims apart put their broadcast dim first; index tensors of more dims or of different lengths)."""
+    dims = [d for d, _ in given]
+    if dims != list(range(dims[0], dims[0] + len(dims))) or any(
+            i.dtype == torch.bool or i.dim() != 1 or i.shape != given[0][1].shape for _, i in given):
+        return NotImplemented
+    first, sizes = dims[0], [x.shape[d] for d in dims]
+    merged = torch.zeros_like(given[0][1])
+    for (_, index), size in zip(given, sizes):
+        merged = merged * size + torch.where(index < 0, index + size, index)
+    flat = x.reshape(*x.shape[:first], math.prod(sizes), *x.shape[dims[-1] + 1:])
+    put = index_put_decomposition(flat, [None] * first + [merged], values, accumulate)
+    return put if put is NotImplemented else put.reshape(x.shape)
 
 
 def _hits_along(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor | None:

@@ -1,6 +1,6 @@
-"""x[rows] = values and x[:, cols] = v with integer indices (a cache written at given positions): torch-mlir
-lowers index_put to tm_tensor.scatter, which nothing here lowers; the frontend makes each a gather of the
-last value written to each position (workers/decompositions.py)."""
+"""x[rows] = values, x[:, cols] = v and x[rows, cols] = v with integer indices (a cache written at given
+positions): torch-mlir lowers index_put to tm_tensor.scatter, which nothing here lowers; the frontend makes
+each a gather of the last value written to each position (workers/decompositions.py)."""
 import torch
 import torch.nn as nn
 
@@ -10,6 +10,7 @@ class Model(nn.Module):
         x = x.clone()
         x[rows] = values
         x[:, cols] = 0.5
+        x[rows[:3], cols] = -1.0
         return x
 
 
