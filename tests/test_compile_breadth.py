@@ -283,8 +283,10 @@ def test_the_index_assignment_and_scatter_decompositions_compute_what_torch_does
                            torch.ops.aten.index_put.default(x, [mask], torch.tensor(1.5), accumulate))
     # x[rows] = v and x[:, cols] = v: rows and values, a broadcast value, negative indices, the last of a
     # repeated index (as torch on the CPU), sums where accumulating
-    for dim, index, values in [(0, torch.tensor([3, 0, -1]), torch.randn(3, 8)), (1, torch.tensor([6, 2]), torch.randn(5, 2)),
-                               (1, torch.tensor([1, 4, 1]), torch.tensor(7.0)), (0, torch.tensor([2, 2, 4]), torch.randn(3, 1))]:
+    for dim, index, values in [(0, torch.tensor([3, 0, -1]), torch.randn(3, 8)),
+                               (1, torch.tensor([6, 2]), torch.randn(5, 2)),
+                               (1, torch.tensor([1, 4, 1]), torch.tensor(7.0)),
+                               (0, torch.tensor([2, 2, 4]), torch.randn(3, 1))]:
         at = [None] * dim + [index]
         for accumulate in (False, True):
             assert torch.allclose(index_put_decomposition(x, at, values, accumulate),

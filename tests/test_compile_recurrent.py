@@ -191,7 +191,8 @@ def test_a_dropout_in_eval_mode_lowers_as_the_identity_and_one_forced_on_is_refu
     with torch.no_grad():
         np.testing.assert_allclose(got[0], model(*inputs).numpy(), atol=1e-6)
     forced = tmp_path / "forced.py"
-    forced.write_text((BREADTH / "dropout_eval.py").read_text().replace("always_drop: bool = False", "always_drop: bool = True"))
+    forced.write_text((BREADTH / "dropout_eval.py").read_text().replace("always_drop: bool = False",
+                                                                        "always_drop: bool = True"))
     with pytest.raises(FrontendError, match=r"forward draws random numbers \(aten.dropout.default \(forced.py:\d+: "
                                             r"x = F.dropout"):
         lower_model(str(forced), str(tmp_path / "forced"))

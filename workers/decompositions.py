@@ -361,7 +361,8 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
             xs = xs.narrow(2 + i, left[i] + first, count + last - first)
         spacing = [d // math.gcd(s, d) for s, d in zip(stride, dilation)]
         y = torch.ops.aten.convolution(xs, ws, None, [1] * dims, [0] * dims, spacing, False, [0] * dims, groups)
-        pieces.append(torch.nn.functional.pad(y, [v for i in reversed(range(dims)) for v in (0, most[i] - y.shape[2 + i])]))
+        pieces.append(torch.nn.functional.pad(
+            y, [v for i in reversed(range(dims)) for v in (0, most[i] - y.shape[2 + i])]))
     # [offsets..., batch, channels, most...] -> [batch, channels, most_0, s_0, most_1, s_1, ...]
     out = torch.stack(pieces).reshape(*stride, batch, out_channels, *most)
     out = out.permute([dims, dims + 1, *[v for i in range(dims) for v in (dims + 2 + i, i)]])
