@@ -3,9 +3,6 @@
 A fill that initialises several ops, one of them a reduction of two results (an argmax's index and a row's
 integer sum, both from zeros), becomes one fill per op: the pair's kernel fuses no fill it shares, and the
 shared one was left on the host. (Fills shared among single-result reductions, topk's rounds, fuse into each.)
-So does a fill shared by ops whose results are pieces of a tensor.concat (a transposed conv's phases,
-workers/decompositions.py): each piece is written in place into the concat only where its init is an empty
-tensor of its own (bufferization's empty-tensor elimination); the shared one left a copy per piece on the host.
 
 A matmul's accumulator fill whose tensor.empty other ops write too gets a tensor.empty of its own.
 
@@ -55,19 +52,14 @@ def _initialises(use) -> bool:
     return owner.name.startswith("linalg.") and use.operand_number >= len(owner.operands) - len(owner.results)
 
 
-def _concat_piece(op) -> bool:
-    return any(use.owner.name == "tensor.concat" for result in op.results for use in result.uses)
-
-
 def _fill_per_user(fill) -> None:
-    """Where `fill`'s result initialises several ops, one of them of two results or more or a concat's piece,
-    each op after the first gets a clone of the fill over an empty tensor of its own (a fill read as an input
-    stays shared)."""
+    """Where `fill`'s result initialises several ops, one of them of two results or more, each op after the
+    first gets a clone of the fill over an empty tensor of its own (a fill read as an input stays shared)."""
     users = []
     for use in fill.results[0].uses:
         if _initialises(use) and not any(use.owner.operation == user for user in users):
             users.append(use.owner.operation)
-    if not any(len(user.results) > 1 or _concat_piece(user) for user in users):
+    if not any(len(user.results) > 1 for user in users):
         return
     for user in users[1:]:
         with ir.InsertionPoint(user), fill.location:
