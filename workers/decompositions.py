@@ -346,11 +346,12 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
     right = [max([count + last - n for _, (_, last), count in runs] + [0]) for runs, n in zip(used, lengths)]
     padded = torch.nn.functional.pad(x, [v for i in reversed(range(dims)) for v in (left[i], right[i])])
     most = [-(-length // s) for length, s in zip(out_lengths, stride)]  # outputs of the longest phase
+    spacing = [d // math.gcd(s, d) for s, d in zip(stride, dilation)]  # between a phase's taps' inputs
     pieces = []
     for offsets in itertools.product(*[range(s) for s in stride]):
         per_dim = [phases[i][r] for i, r in enumerate(offsets)]
         if any(phase is None for phase in per_dim):
-            pieces.append(torch.full([batch, out_channels, *most], 0.0, dtype=x.dtype))
+            pieces.append(x.new_zeros([batch, out_channels, *most]))
             continue
         # the phase's taps gathered into a weight of their own: a view of them would not be contiguous, and a
         # conv through img2col collapses its weight to a matrix, which bufferization then copied on the host
@@ -359,7 +360,6 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
         xs = padded
         for i, (_, (first, last), count) in enumerate(per_dim):
             xs = xs.narrow(2 + i, left[i] + first, count + last - first)
-        spacing = [d // math.gcd(s, d) for s, d in zip(stride, dilation)]
         y = torch.ops.aten.convolution(xs, ws, None, [1] * dims, [0] * dims, spacing, False, [0] * dims, groups)
         pieces.append(torch.nn.functional.pad(
             y, [v for i in reversed(range(dims)) for v in (0, most[i] - y.shape[2 + i])]))

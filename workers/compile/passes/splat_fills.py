@@ -24,13 +24,12 @@ NAME = "farm-splat-constants-as-fills"
 
 def run(module: ir.Module) -> None:
     for op in body_ops(main_func(module)):
-        if op.operation.name != "arith.constant" or not isinstance(op.results[0].type, ir.RankedTensorType):
+        kind = op.results[0].type if op.operation.name == "arith.constant" else None
+        if not isinstance(kind, ir.RankedTensorType) or math.prod(kind.shape) <= MAX_CONSTANT_ELEMENTS:
             continue
         value = op.attributes["value"]
-        if not isinstance(value, ir.DenseElementsAttr) or not value.is_splat \
-                or math.prod(op.results[0].type.shape) <= MAX_CONSTANT_ELEMENTS:
+        if not isinstance(value, ir.DenseElementsAttr) or not value.is_splat:
             continue
-        kind = op.results[0].type
         with ir.InsertionPoint(op), op.location:
             scalar = arith.ConstantOp(kind.element_type, value.get_splat_value()).result
             filled = linalg.fill(scalar, outs=[tensor.EmptyOp(kind.shape, kind.element_type).result])
