@@ -16,15 +16,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from workers.measure.launch import SCALAR_TYPES
+
 BUFFERIZE = ("builtin.module(func.func(linalg-generalize-named-ops),one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map},"
              "buffer-results-to-out-params{modify-public-functions=true})")
 LOWER = ("builtin.module(func.func(convert-linalg-to-loops),expand-strided-metadata,lower-affine,convert-scf-to-cf,"
          "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,convert-func-to-llvm,"
          "convert-cf-to-llvm,reconcile-unrealized-casts)")
-
-
-NUMPY_TYPES = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
 
 
 def run_linalg(text: str, args: list[torch.Tensor], output_shapes: list[list[int]]) -> list[np.ndarray]:
@@ -64,7 +63,7 @@ def _run(text: str, arrays: list[np.ndarray], output_shapes: list) -> list[np.nd
         PassManager.parse(LOWER).run(module.operation)
         engine = ExecutionEngine(module, opt_level=2, shared_libs=[])
         arrays = [np.ascontiguousarray(a) for a in arrays]
-        outputs = [np.zeros(shape, NUMPY_TYPES[kind]) for shape, kind in zip(output_shapes, result_types)]
+        outputs = [np.zeros(shape, SCALAR_TYPES[kind]) for shape, kind in zip(output_shapes, result_types)]
         engine.invoke("forward", *[ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a)))
                                    for a in arrays + outputs])
         return outputs
