@@ -75,7 +75,7 @@ def test_a_transform_op_that_cannot_be_built_fails_the_version_with_its_reason(j
 def test_tiles_that_leave_a_partial_block_or_k_step_are_refused_unless_masked(jobs):
     """A K step that does not divide K (512 % 24) in a kernel that cannot mask it (the MLP's ReLU with its
     matmul fused), or a partial block in an unvectorized matmul, is a schedule error with its reason, not a
-    failed vectorization in the transform stage; the matmul alone in its kernel masks its last K step."""
+    failed vectorization in the transform stage; the matmul alone in its kernel, unstaged, masks its last K step."""
     mlp = str(jobs / "mlp")
     fused = compile_iteration(mlp, 5, apply_edit(initial_params(mlp), ScheduleEdit(3, "reduction_tile", 24)))
     assert (fused.ok, fused.stage) == (False, "schedule") and "must divide the reduction loop" in fused.error
@@ -83,15 +83,16 @@ def test_tiles_that_leave_a_partial_block_or_k_step_are_refused_unless_masked(jo
     unvectorized = apply_edit(initial_params(job), ScheduleEdit(1, "vectorize", False))
     partial = compile_iteration(job, 6, apply_edit(unvectorized, ScheduleEdit(1, "block_tile", [48, 64, 0])))
     assert (partial.ok, partial.stage) == (False, "schedule") and "not divided evenly" in partial.error
-    masked = compile_iteration(job, 7, apply_edit(initial_params(job), ScheduleEdit(1, "reduction_tile", 24)))
+    unstaged = apply_edit(initial_params(job), ScheduleEdit(1, "promote_shared", False))
+    masked = compile_iteration(job, 7, apply_edit(unstaged, ScheduleEdit(1, "reduction_tile", 24)))
     assert masked.ok, masked.error
     assert "selp.f32" in (jobs / "matmul_square" / "v7" / "kernels.ptx").read_text()
 
 
 def test_reduction_tile_and_fp_contraction_reach_the_ptx(jobs):
     job = str(jobs / "matmul_square")
-    params = apply_edit(initial_params(job), ScheduleEdit(1, "reduction_tile", 8))
-    result = compile_iteration(job, 2, params)
+    unstaged = apply_edit(initial_params(job), ScheduleEdit(1, "promote_shared", False))
+    result = compile_iteration(job, 2, apply_edit(unstaged, ScheduleEdit(1, "reduction_tile", 8)))
     assert result.ok, result.error
     v2 = jobs / "matmul_square" / "v2"
     assert "tile_using_for %g1_t tile_sizes [0, 0, 8]" in (v2 / "transform.mlir").read_text()
@@ -121,10 +122,10 @@ def _ptx_counts(vdir) -> dict[str, int]:
 def test_promote_shared_stages_a_simt_matmuls_operand_tiles_in_shared_memory(jobs):
     """The 1024^2 f32 matmul's block copies each K step's A and B tiles into shared memory with 128-bit
     loads, its threads read their register tiles from there, and each thread's accumulators stay in
-    registers across the K loop: an eighth of v0's global loads, none through local memory."""
+    registers across the K loop (v0 stages it): an eighth of the unstaged kernel's global loads, none through local memory."""
     job = jobs / "matmul_square"
-    params = initial_params(str(job))
-    staged = apply_edit(params, ScheduleEdit(params.ops[0].op_index, "promote_shared", True))
+    staged = initial_params(str(job))
+    params = apply_edit(staged, ScheduleEdit(staged.ops[0].op_index, "promote_shared", False))
     for version, p in ((20, params), (21, staged)):
         assert compile_iteration(str(job), version, p).ok
     v0, v1 = _ptx_counts(job / "v20"), _ptx_counts(job / "v21")
@@ -132,6 +133,16 @@ def test_promote_shared_stages_a_simt_matmuls_operand_tiles_in_shared_memory(job
     assert v1["ld.global.v4.b32"] * 8 <= v0["ld.global.v4.b32"]
     assert v1["ld.local"] == v1["st.local"] == 0
     assert "scf.for" in (job / "v21" / "gpu.mlir").read_text().split("gpu.func")[1]
+
+
+def test_v0_stages_a_simt_matmul_whose_grid_fills_the_gpu_in_the_largest_tiles_that_do(jobs):
+    """1024^2 f32: 128 x 128 or 128 x 64 blocks would leave H100 SMs idle (64 and 128 blocks for 132), so
+    v0 stages 64 x 64 blocks with K steps of 32; the MLP's 256-row Linears fill no grid staged and stay
+    unstaged."""
+    square = initial_params(str(jobs / "matmul_square")).ops[0]
+    assert (square.promote_shared, square.block_tile, square.thread_tile, square.reduction_tile) == \
+        (True, [64, 64, 0], [4, 4, 0], 32)
+    assert not any(op.promote_shared for op in initial_params(str(jobs / "mlp")).ops)
 
 
 def test_a_staged_matmul_fused_into_its_epilogue_keeps_its_tile_in_shared_memory(jobs):

@@ -13,7 +13,8 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 default_op_schedule, transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
-                                                row_kernel_threads, block_reduction_threads)
+                                                row_kernel_threads, block_reduction_threads, STAGED_SIMT_TILES)
+from workers.compile.schedule.staged_matmul import plan_staged_matmul
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
 from workers.compile.schedule.validation import scalar_partial_tiles
 from workers.compile.tensor_core import plan_mma
@@ -48,6 +49,8 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         if mma is not None:
             return mma
     matmul = facts[member].info if family == "matmul" and member is not None else None
+    if matmul is not None and (staged := staged_simt_schedule(schedule, g, facts, target)) is not None:
+        return staged
     if matmul is not None and maskable_matmul(matmul):
         anchor, k_extent = facts[g.anchor].info, reduction_extents(matmul)[0]
         tiled = partial_matmul_schedule(schedule, anchor, k_extent, target.sms)
@@ -138,6 +141,34 @@ def tensor_core_schedule(g: Group, facts: list[LinalgOpFacts], precision: str, t
         except ValueError:
             continue
         return schedule
+    return None
+
+
+def staged_simt_schedule(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts],
+                         target: Target) -> OpSchedule | None:
+    """`schedule` (the template of a SIMT matmul kernel, over its anchor's loops) with its operands staged in
+    shared memory, in the first STAGED_SIMT_TILES entry that divides its two thread loops and K, fills the
+    GPU and that the staging plan takes; None where none does."""
+    anchor = facts[g.anchor].info
+    dims = [d for d, t in enumerate(schedule.thread_tile) if t]
+    reductions = reduction_extents(facts[reduction_member(g, facts)].info)
+    if len(dims) != 2 or len(reductions) != 1:
+        return None
+    for block, thread, k_step in STAGED_SIMT_TILES:
+        if reductions[0] % k_step or any(anchor.loop_ranges[d] % b for d, b in zip(dims, block)):
+            continue
+        staged = dataclasses.replace(schedule, block_tile=list(schedule.block_tile),
+                                     thread_tile=list(schedule.thread_tile), reduction_tile=k_step,
+                                     vectorize=True, promote_shared=True)
+        for d, b, t in zip(dims, block, thread):
+            staged.block_tile[d], staged.thread_tile[d] = b, t
+        if grid_blocks(staged, anchor) < target.sms:
+            continue
+        try:
+            plan_staged_matmul(staged, g, facts, target)
+        except ValueError:
+            continue
+        return staged
     return None
 
 
