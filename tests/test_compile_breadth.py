@@ -13,8 +13,8 @@ import torch
 
 from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
-from workers.compile.passes import (bool_bytes, collapse_reduction_loops, extracted_scalars, reduce_in_stages, registry,
-                                    scalar_unit_loop)
+from workers.compile.passes import (bool_bytes, collapse_contraction_loops, collapse_reduction_loops, extracted_scalars,
+                                    reduce_in_stages, registry, scalar_unit_loop)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumsum_decomposition,
@@ -110,6 +110,14 @@ def test_params_json_holds_the_schedule_of_every_kernel(tmp_path):
     assert "matmul" in compile_result(job).kernel_families and kernels <= {s.op_index for s in recorded.ops}
 
 
+def test_a_linear_before_groupnorm_is_a_2d_matmul(tmp_path):
+    """The reshape GroupNorm's groups put on the Linear's output no longer splits the matmul's columns into
+    8 x 256 (farm-collapse-contraction-loops): its schedule tiles rows, columns and K."""
+    _, params, _ = compiled(tmp_path, "gemm_groupnorm")
+    matmuls = [s for s in params.ops if s.family == "matmul"]
+    assert len(matmuls) == 1 and len(matmuls[0].block_tile) == 3, [s.block_tile for s in matmuls]
+
+
 def test_a_loss_reducing_to_one_value_compiles(tmp_path):
     """0-D results get a unit loop (farm-scalar-unit-loop), so the reduction and the division after it are
     tiled into kernels; the sum of squared differences is a reduction, not a contraction."""
@@ -180,6 +188,65 @@ def test_a_reduction_over_loops_that_do_not_collapse_reduces_in_two_stages():
     assert stage2_iterators == '"parallel", "reduction", "parallel"'
     assert [maps[m] for m in stage2_maps.split(", ")] == ["(d0, d1, d2) -> (d0, d1, d2)", "(d0, d1, d2) -> (d0, d2)"]
     assert stage2_out.startswith("%1 ")  # the original init: the fill of 0
+
+
+CONTRACTIONS_OVER_SEVERAL_COLUMN_LOOPS = """
+#a = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
+#w = affine_map<(d0, d1, d2, d3) -> (d3, d1, d2)>
+#c = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#ba = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#bb = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
+func.func @forward(%x: tensor<64x256xf32>, %w: tensor<256x8x32xf32>, %y: tensor<4x16x256xf32>, %z: tensor<4x256x32xf32>,
+                   %rows: tensor<128x256xf32>) -> (tensor<64x8x32xf32>, tensor<4x16x32xf32>, tensor<64x8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x8x32xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<64x8x32xf32>) -> tensor<64x8x32xf32>
+  %mm = linalg.generic {indexing_maps = [#a, #w, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<64x256xf32>, tensor<256x8x32xf32>) outs(%init : tensor<64x8x32xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<64x8x32xf32>
+  %be = tensor.empty() : tensor<4x16x32xf32>
+  %binit = linalg.fill ins(%zero : f32) outs(%be : tensor<4x16x32xf32>) -> tensor<4x16x32xf32>
+  %bmm = linalg.generic {indexing_maps = [#ba, #bb, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%y, %z : tensor<4x16x256xf32>, tensor<4x256x32xf32>) outs(%binit : tensor<4x16x32xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16x32xf32>
+  %slice = tensor.extract_slice %rows[64, 0] [64, 256] [1, 1] : tensor<128x256xf32> to tensor<64x256xf32>
+  %smm = linalg.generic {indexing_maps = [#a, #w, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%slice, %w : tensor<64x256xf32>, tensor<256x8x32xf32>) outs(%init : tensor<64x8x32xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<64x8x32xf32>
+  return %mm, %bmm, %smm : tensor<64x8x32xf32>, tensor<4x16x32xf32>, tensor<64x8x32xf32>
+}
+"""
+
+
+def test_a_contraction_over_several_column_loops_becomes_a_matmul():
+    """farm-collapse-contraction-loops: a Linear whose output GroupNorm's reshape split into 8 x 32 columns
+    (the weight read as 256 x 8 x 32) multiplies 64 x 256 by the weight collapsed to 256 x 256 into a fresh
+    fill of 64 x 256, expanded back to 64 x 8 x 32 for its users. The batch matmul's batch loop is read beside
+    its rows in one operand and alone in the other, and the third contraction reads a slice (bufferization
+    would copy it collapsed, on the host): both unchanged, the latter still from the old fill."""
+    text = after_pass(CONTRACTIONS_OVER_SEVERAL_COLUMN_LOOPS, collapse_contraction_loops.NAME)
+    assert "tensor.collapse_shape %arg1 [[0], [1, 2]] : tensor<256x8x32xf32> into tensor<256x256xf32>" in text
+    assert re.search(r"linalg.fill ins\(%cst : f32\) outs\(%\d+ : tensor<64x256xf32>\)", text)
+    assert re.search(r"tensor.expand_shape %\d+ \[\[0\], \[1, 2\]\] output_shape \[64, 8, 32\] "
+                     r": tensor<64x256xf32> into tensor<64x8x32xf32>", text)
+    generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
+    maps = dict(re.findall(r"^(#map\d*) = affine_map<(.*)>$", text, re.M))
+    assert [maps[m] for m in generics[0][0].split(", ")] == \
+        ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
+    assert generics[0][1] == '"parallel", "parallel", "reduction"'
+    assert generics[1][1] == generics[2][1] == '"parallel", "parallel", "parallel", "reduction"'
 
 
 @pytest.mark.parametrize("name", ["hinge_loss", "channel_mean"])

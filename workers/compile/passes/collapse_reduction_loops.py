@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from numba_cuda_mlir._mlir.dialects import tensor
+from numba_cuda_mlir._mlir.dialects import linalg, tensor
 
 from workers.compile.mlir import (body_ops, ir, indexing_maps, is_contraction, iterator_types, main_func, ops_named,
                                   rebuilt_generic)
@@ -27,7 +27,7 @@ NAME = "farm-collapse-reduction-loops"
 def run(module: ir.Module) -> None:
     for op in body_ops(main_func(module)):
         if op.operation.name == "linalg.generic" and (loops := collapsible_loops(op)):
-            _collapse(op, loops)
+            collapse_loops(op, loops)
 
 
 def _dims(expr: ir.AffineExpr) -> set[int]:
@@ -52,22 +52,33 @@ def run_position(amap: ir.AffineMap, loops: list[int]) -> int | None:
 
 def collapsible_loops(op) -> list[int]:
     """The run of reduction loops of `op` that collapses into one (see the module's docstring), or []."""
-    o = op.operation
     iterators = iterator_types(op)
     loops = [d for d, it in enumerate(iterators) if it == "reduction"]
     if len(loops) < 2 or loops != list(range(loops[0], loops[-1] + 1)):
         return []
-    if is_contraction(op) or ops_named(o, "linalg.index", first_only=True):
+    if is_contraction(op) or not reads_run_in_order(op, loops):
         return []
+    return loops
+
+
+def reads_run_in_order(op, loops: list[int]) -> bool:
+    """Whether every operand of `op` reads the loops `loops` as consecutive static dims in their order, or not
+    at all, and the body asks for no loop index: then they can collapse into one loop (collapse_loops)."""
+    o = op.operation
+    if ops_named(o, "linalg.index", first_only=True):
+        return False
     for amap, value in zip(indexing_maps(op), o.operands):
         at = run_position(amap, loops)
         if at is None or at >= 0 and (not isinstance(value.type, ir.RankedTensorType)
                                       or any(value.type.is_dynamic_dim(at + i) for i in range(len(loops)))):
-            return []
-    return loops
+            return False
+    return True
 
 
-def _collapse(op, loops: list[int]) -> None:
+def collapse_loops(op, loops: list[int]) -> None:
+    """Replace `op` by a generic whose loops `loops` (reads_run_in_order) are one loop of their product: each
+    operand that reads them through a tensor.collapse_shape (an init that is a fill of a tensor.empty through
+    a fill of its own, which the schedule fuses as before), each collapsed result expanded back."""
     o = op.operation
     first, removed = loops[0], len(loops) - 1
     n_loops = len(ir.ArrayAttr(o.attributes["iterator_types"]))
@@ -75,27 +86,52 @@ def _collapse(op, loops: list[int]) -> None:
     renumber = ir.AffineMap.get(n_loops - removed, 0, [
         ir.AffineDimExpr.get(d if d <= first else max(d - removed, first)) for d in range(n_loops)])
     n_inputs = len(o.operands) - len(o.results)
-    operands, maps = [], []
+    operands, maps, groups_of = [], [], {}
     with ir.InsertionPoint(o), o.location:
-        for amap, value in zip(indexing_maps(op), o.operands):
+        for i, (amap, value) in enumerate(zip(indexing_maps(op), o.operands)):
             results = [e.compose(renumber) for e in amap.results]
             at = run_position(amap, loops)
             if at >= 0:
                 shape = list(value.type.shape)
                 groups = [[i] for i in range(at)] + [list(range(at, at + len(loops)))] + \
                     [[i] for i in range(at + len(loops), len(shape))]
-                collapsed = shape[:at] + [math.prod(shape[at:at + len(loops)])] + shape[at + len(loops):]
-                i64 = ir.IntegerType.get_signless(64)
-                reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g])
-                                                  for g in groups])
-                value = tensor.CollapseShapeOp(ir.RankedTensorType.get(collapsed, value.type.element_type), value,
-                                               reassociation).result
+                collapsed = ir.RankedTensorType.get(shape[:at] + [math.prod(shape[at:at + len(loops)])]
+                                                    + shape[at + len(loops):], value.type.element_type)
+                value = _fresh_fill(value, collapsed) or tensor.CollapseShapeOp(collapsed, value,
+                                                                                _reassociation(groups)).result
+                groups_of[i] = groups
                 results = results[:at + 1] + results[at + len(loops):]
             operands.append(value)
             maps.append(ir.AffineMap.get(n_loops - removed, 0, results))
         iterators = ir.ArrayAttr.get([it for d, it in enumerate(ir.ArrayAttr(o.attributes["iterator_types"]))
                                       if d not in loops[1:]])
         new = rebuilt_generic(o, operands[:n_inputs], operands[n_inputs:], maps, iterators)
-        for old, result in zip(o.results, new.results):
+        for i, (old, result) in enumerate(zip(o.results, new.results)):
+            if n_inputs + i in groups_of:
+                result = tensor.ExpandShapeOp(old.type, result, _reassociation(groups_of[n_inputs + i]), [],
+                                              ir.DenseI64ArrayAttr.get(list(old.type.shape))).result
             old.replace_all_uses_with(result)
+    replaced = [v.owner for v in o.operands]
     o.erase()
+    for producer in replaced:  # a fill that a fresh one replaced, and its tensor.empty, unless used elsewhere
+        while isinstance(producer, ir.OpView) and producer.name in ("linalg.fill", "tensor.empty") \
+                and all(not list(r.uses) for r in producer.results):
+            before = producer.operands[1].owner if producer.name == "linalg.fill" else None
+            producer.operation.erase()
+            producer = before
+
+
+def _reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
+
+
+def _fresh_fill(value: ir.Value, collapsed: ir.RankedTensorType) -> ir.Value | None:
+    """A fill of `collapsed` with the value that `value`, a fill of a tensor.empty, fills; None for any other
+    value."""
+    fill = value.owner
+    if not (isinstance(fill, ir.OpView) and fill.name == "linalg.fill" and isinstance(fill.operands[1].owner, ir.OpView)
+            and fill.operands[1].owner.name == "tensor.empty"):
+        return None
+    empty = tensor.EmptyOp(collapsed.shape, collapsed.element_type).result
+    return linalg.fill(fill.operands[0], outs=[empty])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable
 
 from workers.compile import host, mlir
-from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_reduction_loops,
+from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_contraction_loops, collapse_reduction_loops,
                                     copy_returned_views, extracted_scalars, full_rank_inserts, interleave_columns,
                                     k_loops, kernel_arguments, narrow_matmul_operands, outline_kernels,
                                     reduce_in_stages, reuse_reads, scalar_unit_loop, separate_fill_inits,
@@ -21,6 +21,7 @@ PASSES: dict[str, Pass] = {
     "farm-narrow-matmul-operands": narrow_matmul_operands.narrow_matmul_operands,
     reduce_in_stages.NAME: reduce_in_stages.run,
     collapse_reduction_loops.NAME: collapse_reduction_loops.run,
+    collapse_contraction_loops.NAME: collapse_contraction_loops.run,
     scalar_unit_loop.NAME: scalar_unit_loop.run,
     copy_returned_views.NAME: copy_returned_views.run,
     splat_fills.NAME: splat_fills.run,
