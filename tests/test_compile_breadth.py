@@ -656,6 +656,19 @@ def test_v0_takes_warp_merge_only_where_the_threads_are_whole_warps(tmp_path):
     assert not result.ok and result.stage == "schedule" and "to be whole warps" in result.error
 
 
+def test_an_odd_rows_threads_read_neighbouring_columns_one_element_at_a_time(tmp_path):
+    """Rows of 1155 f32 in 105 threads of 11 columns each, no whole 128-bit vectors: each of x's 11 loads
+    and y's 11 stores still interleaved (interleave_lanes 1), a warp reading 32 neighbouring columns, thread
+    t's at t, t + 105, ...: 420 bytes apart, where each thread's own run of 11 neighbours left a warp's
+    access spread over 32 runs."""
+    job, params, _ = compiled(tmp_path, "odd_row_norm")
+    assert [s.interleave_columns for s in params.ops if s.row_kernel] == [True]
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    for op in ("ld.global.nc.b32", "st.global.b32"):
+        offsets = sorted(int(o or 0) for o in re.findall(rf"{re.escape(op)}\s+[^\[]*\[%rd\d+(?:\+(\d+))?\]", ptx))
+        assert offsets == [j * 105 * 4 for j in range(11)], (op, offsets)
+
+
 def test_a_lowering_past_its_memory_limit_is_stopped_with_that_reason(tmp_path):
     with pytest.raises(FrontendError, match="more than its 1 GB memory limit"):
         lower_model_bounded(str(BREADTH / "huge_init.py"), str(tmp_path / "huge"), limits=LoweringLimits(memory_gb=1))

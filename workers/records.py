@@ -25,6 +25,14 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i1": 1}
 VECTOR_BYTES = 16  # one ld.global.v4.b32 / st.global.v4.b32
 
+
+def interleave_lanes(run: int, vector: int) -> int:
+    """Elements per access where a thread's run of `run` columns is interleaved across its block: the largest
+    power of two that divides the run, up to `vector` (one 128-bit access), so that every access stays
+    aligned in a row of any length; 1 for an odd run (scalar accesses, neighbouring across a warp)."""
+    return math.gcd(run, vector)
+
+
 # Register tiling that measured 15x faster than scalar per-thread loops for a 1024^3 f32 matmul on
 # the H200 (benchmarks/results/gpu_smoke_h200.md): K tiled by 8, the per-thread tile vectorized. v0 of
 # matmul-like kernels starts there, and the advisor's reduction_tiling proposes it.

@@ -12,13 +12,14 @@ from workers.compile import kernel_marks
 from workers.compile.mlir import (ir, arith_dialect, memref_dialect, vector_dialect, ops_named, kernel_ops,
                                   INDEXED_ACCESSES, outside_shared_memory, memref_position, known_block_size)
 from workers.compile.passes.warp_merge import _is_thread_id_x
+from workers.records import interleave_lanes
 
 
 def interleave_thread_columns(module: ir.Module, vector_bytes: int) -> list[str]:
     """In the kernels marked kernel_marks.INTERLEAVE_COLUMNS (schedule knob interleave_columns: a row kernel or block reduction
     of T threads, thread t owning the run of W columns from t W of each row it reads or writes), thread t's j-th
-    vector of V columns (`vector_bytes` of them) moves to column (j T + t) V: each warp-wide access then
-    covers 32 V neighbouring columns (512 bytes of f32) instead of one vector in every W, which held a
+    vector of V columns (interleave_lanes: `vector_bytes` of them, fewer where W is not whole vectors of those)
+    moves to column (j T + t) V: each warp-wide access then covers 32 V neighbouring columns (512 bytes of f32) instead of one vector in every W, which held a
     LayerNorm over rows of 8192 f32 at 0.67x of copy bandwidth (0.94x interleaved, on the H200:
     benchmarks/probes/row_layout.cu). The same bijection of the columns applies to every access of
     global memory through a thread's run (a `memref.subview` at offset `thread_id.x * W` of W columns,
@@ -41,8 +42,10 @@ def interleave_thread_columns(module: ir.Module, vector_bytes: int) -> list[str]
         widths = {runs[_run_start(view)] for _, view in moved}
         threads = known_block_size(kernel)[0]
         depends = _thread_dependence()
-        lanes = {vector_bytes * 8 // ir.VectorType(_accessed_vector(access)).element_type.width for access, _ in moved}
-        if not moved or len(widths) != 1 or len(lanes) != 1 or min(widths) % min(lanes) or not threads \
+        lanes = {interleave_lanes(runs[_run_start(view)],
+                                  vector_bytes * 8 // ir.VectorType(_accessed_vector(access)).element_type.width)
+                 for access, view in moved}
+        if not moved or len(widths) != 1 or len(lanes) != 1 or not threads \
                 or any(depends(v) for access, _ in others for v in _address_operands(access)) \
                 or any(depends(v) for _, view in moved for v in list(view.operands)[1:-1]):
             notes.append(f"interleave_columns left kernel {name} as it was: it has no thread runs of whole vectors "

@@ -9,7 +9,7 @@ from workers.compile.schedule.templates import img2col_op, maskable_matmul, redu
 from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
                                             MAX_GRID_X)
 from workers.compile.tensor_core import MmaPlan, plan_mma
-from workers.records import (WARP_SIZE, OpInfo, OpSchedule, img2col_aligned, leaves_partial_tiles,
+from workers.records import (WARP_SIZE, OpInfo, OpSchedule, interleave_lanes, img2col_aligned, leaves_partial_tiles,
                              reduction_extents, tile_error, warp_can_merge)
 from workers.target import Target
 
@@ -236,8 +236,9 @@ def _check_row_kernel(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]
 def interleaved_columns(schedule: OpSchedule, op: OpInfo) -> bool:
     """Whether the kernel of `schedule` (anchor `op`) interleaves its threads' columns: interleave_columns
     is on, and each thread of the row kernel or block reduction (without reduction_tile, over the innermost
-    loop) reads one run of columns that is more than one 128-bit vector, in whole vectors. Elsewhere the
-    knob changes nothing (a thread's one vector is interleaved already)."""
+    loop) reads one run of columns longer than one access (interleave_lanes: a 128-bit vector, or fewer
+    elements where the run is not whole vectors). Elsewhere the knob changes nothing (a thread's one access
+    is interleaved already)."""
     if not schedule.interleave_columns or schedule.split_reduction:
         return False
     if schedule.row_kernel:
@@ -246,5 +247,4 @@ def interleaved_columns(schedule: OpSchedule, op: OpInfo) -> bool:
         columns = reduction_extents(op)[0] // schedule.block_reduction
     else:
         return False
-    vector = vector_elements(op.dtype)
-    return vector > 1 and columns % vector == 0 and columns > vector
+    return columns > interleave_lanes(columns, vector_elements(op.dtype))
