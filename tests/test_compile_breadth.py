@@ -118,6 +118,20 @@ def test_a_linear_before_groupnorm_is_a_2d_matmul(tmp_path):
     assert len(matmuls) == 1 and len(matmuls[0].block_tile) == 3, [s.block_tile for s in matmuls]
 
 
+def test_v0_stages_no_matmul_whose_result_is_read_through_a_reshape(tmp_path):
+    """The 3-D tensor x matrix is one matmul of 4096 rows whose result the 3-D output reshapes: with that
+    view of its buffer, hoist_redundant_vector_transfers leaves a staged kernel's accumulator tile in the K
+    loop (written to global memory every step), so v0 does not stage it; the same matmul returned as
+    4096 rows is staged."""
+    job, params, _ = compiled(tmp_path, "rows_matmul_3d")
+    assert [(s.family, s.promote_shared) for s in params.ops] == [("matmul", False)]
+    flat = tmp_path / "rows_matmul_2d.py"
+    flat.write_text((BREADTH / "rows_matmul_3d.py").read_text().replace(
+        "torch.matmul(a, b)", "torch.matmul(a, b).reshape(4096, 1024)"))
+    lower_model(str(flat), str(tmp_path / "flat"))
+    assert [s.promote_shared for s in initial_params(str(tmp_path / "flat")).ops] == [True]
+
+
 def test_a_loss_reducing_to_one_value_compiles(tmp_path):
     """0-D results get a unit loop (farm-scalar-unit-loop), so the reduction and the division after it are
     tiled into kernels; the sum of squared differences is a reduction, not a contraction."""
