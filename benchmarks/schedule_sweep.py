@@ -64,22 +64,20 @@ TF32_VARIANTS = [
     Variant("two warpgroups of 64x128, 4 stages", "matmul",
             {"block_tile": [128, 128], "thread_tile": [64, 128], "pipeline_depth": 4}),
 ]
-# v0 of an f32 matmul on FMAs (SIMT): 64x64 blocks, 4x4 outputs per thread, K steps of 32; then its
-# operand tiles staged in shared memory (promote_shared, schedule/staged_matmul.py)
+# v0 of an f32 matmul on FMAs (SIMT) whose grid fills the GPU: its operand tiles staged in shared memory
+# (promote_shared, schedule/staged_matmul.py) in 128x128 blocks of 8x8, K steps of 8 (templates.STAGED_SIMT_TILES,
+# from the 2026-12-06 08:05 run of schedule_sweep_h200.md); against it, the unstaged v0 before it, the same
+# tiles unstaged, and the other staged tiles
 SIMT_VARIANTS = [
-    Variant("K16", "matmul", {"reduction_tile": 16}),
-    Variant("8x4 per thread, 128x64 block", "matmul", {"block_tile": [128, 64], "thread_tile": [8, 4]}),
-    Variant("staged", "matmul", {"promote_shared": True}),
-    Variant("staged, K16", "matmul", {"promote_shared": True, "reduction_tile": 16}),
+    Variant("unstaged, 64x64 blocks of 4x4, K32 (v0 before 2026-12-06)", "matmul",
+            {"promote_shared": False, "block_tile": [64, 64], "thread_tile": [4, 4], "reduction_tile": 32}),
+    Variant("unstaged", "matmul", {"promote_shared": False}),
+    Variant("staged, K16", "matmul", {"reduction_tile": 16}),
     Variant("staged, 8x4 per thread, 128x64 block, K16", "matmul",
-            {"promote_shared": True, "block_tile": [128, 64], "thread_tile": [8, 4], "reduction_tile": 16}),
-    Variant("staged, 8x8 per thread, 128x128 block, K8", "matmul",
-            {"promote_shared": True, "block_tile": [128, 128], "thread_tile": [8, 8], "reduction_tile": 8}),
-    Variant("staged, 8x8 per thread, 128x128 block, K16", "matmul",
-            {"promote_shared": True, "block_tile": [128, 128], "thread_tile": [8, 8], "reduction_tile": 16}),
+            {"block_tile": [128, 64], "thread_tile": [8, 4], "reduction_tile": 16}),
+    Variant("staged, 4x4 per thread, 64x64 block, K32", "matmul",
+            {"block_tile": [64, 64], "thread_tile": [4, 4], "reduction_tile": 32}),
 ]
-# KernelBench's f32 GEMM shapes, with and without an epilogue and a batch: v0 and its tiles staged
-SIMT_STAGED_VARIANTS = SIMT_VARIANTS[2:]
 # the zoo's small f16 matmuls keep mma.sync v0 (128x64 blocks of two 64x64 warps, K32, 3 stages): wgmma's
 # 128x128 blocks would not fill the GPU
 SMALL_MMA_VARIANTS = [
@@ -133,16 +131,17 @@ IMG2COL_VARIANTS = [
 ]
 
 
-# a matmul over 197 tokens (loops batch, tokens, n, k): v0 takes 32x64 blocks of 2x4 per thread, the last
-# block of tokens masked: on the H100 1.87x over the divisor template it replaces (a block per token row of
-# 64 outputs, one each) and 2.03x over 64x64 blocks of 4x4 (schedule_sweep_h200.md 2026-12-05 09:26)
+# a matmul over 8 x 197 tokens, one loop of 1576 rows since farm-collapse-contraction-loops (loops rows, n, k): v0
+# takes 32x64 blocks of 2x4 per thread, the last block of rows masked. Over (batch, tokens, n, k), on the H100: 1.87x
+# over the divisor template it replaces (a block per token row of 64 outputs, one each) and 2.03x over 64x64
+# blocks of 4x4 (schedule_sweep_h200.md 2026-12-05 09:26)
 MASKED_VARIANTS = [
-    Variant("the divisor template: a block per token row, one output per thread", "matmul",
-            {"block_tile": [1, 1, 64, 0], "thread_tile": [0, 1, 1, 0]}),
-    Variant("64x64 blocks of 4x4", "matmul", {"block_tile": [1, 64, 64, 0], "thread_tile": [0, 4, 4, 0]}),
-    Variant("16x64 blocks of 1x4", "matmul", {"block_tile": [1, 16, 64, 0], "thread_tile": [0, 1, 4, 0]}),
-    Variant("32x32 blocks of 2x2", "matmul", {"block_tile": [1, 32, 32, 0], "thread_tile": [0, 2, 2, 0]}),
-    Variant("32x128 blocks of 2x8", "matmul", {"block_tile": [1, 32, 128, 0], "thread_tile": [0, 2, 8, 0]}),
+    Variant("the divisor template: a block per row, one output per thread", "matmul",
+            {"block_tile": [1, 64, 0], "thread_tile": [1, 1, 0]}),
+    Variant("64x64 blocks of 4x4", "matmul", {"block_tile": [64, 64, 0], "thread_tile": [4, 4, 0]}),
+    Variant("16x64 blocks of 1x4", "matmul", {"block_tile": [16, 64, 0], "thread_tile": [1, 4, 0]}),
+    Variant("32x32 blocks of 2x2", "matmul", {"block_tile": [32, 32, 0], "thread_tile": [2, 2, 0]}),
+    Variant("32x128 blocks of 2x8", "matmul", {"block_tile": [32, 128, 0], "thread_tile": [2, 8, 0]}),
 ]
 
 
@@ -191,11 +190,12 @@ SWEEPS = {
     "linear_bias_f16": Sweep(ZOO / "linear_bias_f16.py", SMALL_MMA_VARIANTS[:1]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
     "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS),
-    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", SIMT_STAGED_VARIANTS),
-    # the same variants on bmm's loops (batch, m, n, k): a block per batch, no threads along it
+    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", SIMT_VARIANTS),
+    # the same variants on bmm's loops (batch, m, n, k): a block per batch, no threads along it; its v0 is the
+    # staged 64x64 blocks (128x128 and 128x64 ones would not fill the GPU)
     "matmul_batched": Sweep(ZOO / "matmul_batched.py", [
         Variant(x.name, x.family, {k: [1 if k == "block_tile" else 0, *v] if isinstance(v, list) else v
-                                   for k, v in x.fields.items()}) for x in SIMT_STAGED_VARIANTS]),
+                                   for k, v in x.fields.items()}) for x in SIMT_VARIANTS[:-1]]),
     "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", MMA_VARIANTS),
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
     "vit_tokens_matmul": Sweep(MODELS / "vit_tokens_matmul.py", MASKED_VARIANTS),
