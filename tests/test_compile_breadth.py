@@ -14,7 +14,7 @@ import torch
 from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
 from workers.compile.passes import (bool_bytes, collapse_contraction_loops, collapse_reduction_loops, extracted_scalars,
-                                    reduce_in_stages, registry, scalar_unit_loop)
+                                    hoist_accumulators, reduce_in_stages, registry, scalar_unit_loop)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumsum_decomposition,
@@ -118,18 +118,69 @@ def test_a_linear_before_groupnorm_is_a_2d_matmul(tmp_path):
     assert len(matmuls) == 1 and len(matmuls[0].block_tile) == 3, [s.block_tile for s in matmuls]
 
 
-def test_v0_stages_no_matmul_whose_result_is_read_through_a_reshape(tmp_path):
-    """The 3-D tensor x matrix is one matmul of 4096 rows whose result the 3-D output reshapes: with that
-    view of its buffer, hoist_redundant_vector_transfers leaves a staged kernel's accumulator tile in the K
-    loop (written to global memory every step), so v0 does not stage it; the same matmul returned as
-    4096 rows is staged."""
+def test_a_matmul_whose_result_is_reshaped_keeps_its_accumulators_in_registers(tmp_path):
+    """The 3-D tensor x matrix is one staged matmul of 4096 rows whose result the 3-D output reshapes: a view of
+    its buffer on the host, for which upstream hoist_redundant_vector_transfers kept each thread's 8 x 8
+    accumulator tile in the K loop (read and stored every step); farm-hoist-kernel-accumulators carries it
+    across the loop in the kernel, written once after it."""
     job, params, _ = compiled(tmp_path, "rows_matmul_3d")
-    assert [(s.family, s.promote_shared) for s in params.ops] == [("matmul", False)]
-    flat = tmp_path / "rows_matmul_2d.py"
-    flat.write_text((BREADTH / "rows_matmul_3d.py").read_text().replace(
-        "torch.matmul(a, b)", "torch.matmul(a, b).reshape(4096, 1024)"))
-    lower_model(str(flat), str(tmp_path / "flat"))
-    assert [s.promote_shared for s in initial_params(str(tmp_path / "flat")).ops] == [True]
+    assert [(s.family, s.promote_shared) for s in params.ops] == [("matmul", True)]
+    kernel = (job / "v0" / "gpu.mlir").read_text().split("gpu.func")[1]
+    loop = kernel[kernel.index("scf.for"):kernel.index("scf.yield")]
+    assert "iter_args" in loop.splitlines()[0] and "vector<8x8xf32>" in loop.splitlines()[0]
+    assert not re.search(r"vector.transfer_(read|write) [^\n]*memref<4096x1024xf32>", loop)
+    assert compile_result(job).notes == [f"{hoist_accumulators.NAME}: forward_kernel: 1 tiles carried in registers "
+                                         "across their loops"]
+
+
+KERNEL_LOOPS = """
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @loops(%out: memref<64x64xf32> {llvm.noalias}, %read_too: memref<64x64xf32> {llvm.noalias},
+                    %maybe_aliased: memref<64x64xf32>) kernel {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c4 = arith.constant 4 : index
+      %c8 = arith.constant 8 : index
+      %pad = arith.constant 0.0 : f32
+      scf.for %i = %c0 to %c8 step %c1 {
+        %a = vector.transfer_read %out[%c0, %c4], %pad {in_bounds = [true, true]} : memref<64x64xf32>, vector<4x4xf32>
+        %b = arith.addf %a, %a : vector<4x4xf32>
+        vector.transfer_write %b, %out[%c0, %c4] {in_bounds = [true, true]} : vector<4x4xf32>, memref<64x64xf32>
+      }
+      scf.for %i = %c0 to %c8 step %c1 {
+        %a = vector.transfer_read %read_too[%c0, %c0], %pad {in_bounds = [true, true]} : memref<64x64xf32>, vector<4x4xf32>
+        %x = vector.transfer_read %read_too[%c0, %c4], %pad {in_bounds = [true, true]} : memref<64x64xf32>, vector<4x4xf32>
+        %b = arith.addf %a, %x : vector<4x4xf32>
+        vector.transfer_write %b, %read_too[%c0, %c0] {in_bounds = [true, true]} : vector<4x4xf32>, memref<64x64xf32>
+      }
+      scf.for %i = %c0 to %c8 step %c1 {
+        %a = vector.transfer_read %maybe_aliased[%c0, %c0], %pad {in_bounds = [true, true]} : memref<64x64xf32>, vector<4x4xf32>
+        %b = arith.addf %a, %a : vector<4x4xf32>
+        vector.transfer_write %b, %maybe_aliased[%c0, %c0] {in_bounds = [true, true]} : vector<4x4xf32>, memref<64x64xf32>
+      }
+      gpu.return
+    }
+  }
+}
+"""
+
+
+def test_a_kernel_loop_carries_a_tile_it_reads_and_writes_only_where_nothing_else_touches_its_buffer():
+    """farm-hoist-kernel-accumulators: the first loop's tile of %out is read before the loop, carried, and
+    written once after it; the second loop also reads a neighbouring tile of its buffer (which the write
+    would then change), the third's buffer may be another argument's memory (no llvm.noalias): both stay."""
+    with mlir.context():
+        module = mlir.parse(KERNEL_LOOPS, "kernel loops")
+        notes = registry.run_step(hoist_accumulators.NAME, module)
+        assert module.operation.verify()
+        text = str(module)
+    loops = text.split("scf.for")[1:]
+    assert "iter_args" in loops[0].splitlines()[0] and all("iter_args" not in loop.splitlines()[0] for loop in loops[1:])
+    first = text.split("scf.for")[0].splitlines()[-1] + text.split("scf.for")[1]
+    assert "vector.transfer_read %arg0[%c0, %c4]" in text.split("scf.for")[0]  # the read, now before the loop
+    assert re.search(r"\}\s*vector.transfer_write %\w+, %arg0\[%c0, %c4\]", first)  # the write, after it
+    assert notes == [f"{hoist_accumulators.NAME}: loops: 1 tiles carried in registers across their loops"]
 
 
 def test_a_loss_reducing_to_one_value_compiles(tmp_path):

@@ -28,8 +28,6 @@ class LinalgOpFacts:
     init_producer: int | None  # linalg op defining the (first) init operand, e.g. a linalg.fill
     n_inputs: int  # operand index of the first init
     single_use: bool  # its result has exactly one use
-    # its result is read through a reshape or slice (RESULT_VIEWS): its buffer then has a view on the host
-    result_viewed: bool = False
     input_dtypes: list[str] = field(default_factory=list)  # element type per input operand
     # its reduction folds each value into one accumulator (mlir.reduction_combiner), so a block's threads
     # share each output (tile_reduction_using_forall offsets each thread's linalg.index); an argmax's
@@ -39,9 +37,6 @@ class LinalgOpFacts:
     # structured.split_reduction reshapes the reduction loop without renumbering linalg.index
     splittable: bool = False
     lines: list[int] = field(default_factory=list)  # lines of model_linalg.mlir it comes from (mlir.source_lines)
-
-
-RESULT_VIEWS = ("tensor.expand_shape", "tensor.collapse_shape", "tensor.extract_slice")
 
 
 def _family(name: str, iterator_types: list[str]) -> str:
@@ -123,7 +118,6 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
                 init_producer=producers[n_inputs] if len(producers) > n_inputs else None,
                 n_inputs=n_inputs,
                 single_use=len(list(result.uses)) == 1,
-                result_viewed=any(use.owner.name in RESULT_VIEWS for use in result.uses),
                 block_reducible=one_accumulator,
                 splittable=one_accumulator and not mlir.reads_loop_index(op),
                 input_dtypes=[str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)

@@ -155,6 +155,7 @@ def pipeline_for(chip: str, fuse_elementwise: bool = True, pipelined_copies: boo
         "farm-scratch-to-stack",
         "farm-align-kernel-pointers",
         "farm-unaliased-kernel-pointers",
+        "farm-hoist-kernel-accumulators",
         "farm-align-global-vector-accesses",
         "farm-tensor-maps-as-pointers",
         "farm-bool-memory-as-bytes",

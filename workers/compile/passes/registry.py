@@ -5,6 +5,7 @@ from typing import Callable
 
 from workers.compile import host, mlir
 from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_contraction_loops, collapse_reduction_loops,
+                                    hoist_accumulators,
                                     copy_returned_views, extracted_scalars, full_rank_inserts, interleave_columns,
                                     k_loops, kernel_arguments, narrow_matmul_operands, outline_kernels,
                                     reduce_in_stages, reuse_reads, scalar_unit_loop, separate_fill_inits,
@@ -44,6 +45,7 @@ PASSES: dict[str, Pass] = {
     "farm-scratch-to-stack": shared_memory.scratch_to_stack,
     "farm-align-kernel-pointers": kernel_arguments.align_kernel_pointers,
     "farm-unaliased-kernel-pointers": kernel_arguments.mark_unaliased_kernel_pointers,
+    hoist_accumulators.NAME: hoist_accumulators.run,
     "farm-align-global-vector-accesses": alignment.align_global_vector_accesses,
     "farm-tensor-maps-as-pointers": kernel_arguments.tensor_maps_as_pointers,
     bool_bytes.NAME: bool_bytes.run,

@@ -321,11 +321,6 @@ def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInf
 # and whose grid has a block for every SM. On the H100 (schedule_sweep_h200.md, 2026-12-06), against the
 # unstaged 64 x 64 blocks of 4 x 4 with K steps of 32: 4096^3 f32 1.46x, 1.42x and 1.34x (0.72x of cuBLAS at
 # the first); KernelBench's 1024 x 8192 -> 8192 Gemm + bias + ReLU 1.97x, 1.95x, 1.85x (0.68x of cuBLAS)
-# A kernel whose result is then read through a reshape or slice (a 3-D result of rows collapsed into one
-# matmul, q, k and v split from one projection) is not staged: with a view of its buffer on the host,
-# hoist_redundant_vector_transfers keeps each thread's accumulator tile out of registers (it refuses any
-# buffer that has a view), which wrote the tile to global memory every K step: KernelBench's 3-D tensor x
-# matrix 8.4 ms staged against 1.7 ms unstaged (H100, kernelbench_h200.md 2026-12-06 20:45)
 STAGED_SIMT_TILES = (((128, 128), (8, 8), 8), ((128, 64), (8, 4), 16), ((64, 64), (4, 4), 32))
 
 

@@ -148,11 +148,8 @@ def staged_simt_schedule(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
                          target: Target) -> OpSchedule | None:
     """`schedule` (the template of a SIMT matmul kernel, over its anchor's loops) with its operands staged in
     shared memory, in the first STAGED_SIMT_TILES entry that divides its two thread loops and K, fills the
-    GPU and that the staging plan takes; None where none does, or where the kernel writes a result that is
-    read through a view."""
+    GPU and that the staging plan takes; None where none does."""
     anchor = facts[g.anchor].info
-    if facts[g.anchor].result_viewed:  # see STAGED_SIMT_TILES: its accumulator would not stay in registers
-        return None
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
     reductions = reduction_extents(facts[reduction_member(g, facts)].info)
     if len(dims) != 2 or len(reductions) != 1:
