@@ -62,7 +62,7 @@ def _unaliased_argument(value: ir.Value, kernel) -> bool:
 
 def _hoistable(kernel):
     """The first (loop, read, write) of `kernel` that the module's docstring lets move, or None."""
-    for loop in ops_named(kernel, "scf.for"):
+    for loop in [op.operation for op in ops_named(kernel, "scf.for")]:
         body = [op.operation for op in loop.regions[0].blocks[0].operations]
         reads = [op for op in body if op.name == "vector.transfer_read"]
         writes = [op for op in body if op.name == "vector.transfer_write"]
@@ -83,7 +83,13 @@ def _pair(read, write, body: list) -> bool:
     return (read.operands[0] == write.operands[1] and list(read.operands[1:-1]) == list(write.operands[2:])
             and read.results[0].type == write.operands[0].type
             and all(str(read.attributes[a]) == str(write.attributes[a]) for a in ("permutation_map", "in_bounds"))
-            and "mask" not in str(read) and body.index(read) < body.index(write))
+            and not _masked(read) and not _masked(write) and body.index(read) < body.index(write))
+
+
+def _masked(transfer) -> bool:
+    """Whether a transfer_read (memref, indices, padding) or transfer_write (vector, memref, indices) has a mask."""
+    memref = transfer.operands[0 if transfer.name == "vector.transfer_read" else 1]
+    return len(transfer.operands) > 2 + ir.MemRefType(memref.type).rank
 
 
 def _touching(loop, root: ir.Value, pair: set) -> list:
@@ -101,11 +107,9 @@ def _touching(loop, root: ir.Value, pair: set) -> list:
 
 def _hoist(loop, read, write) -> None:
     """The read before `loop`, its value a new iteration argument, the write after the loop of its last value."""
-    old_body = loop.regions[0].blocks[0]
+    old_body, for_op = loop.regions[0].blocks[0], loop.opview
     inner_uses = [(use.owner, use.operand_number) for use in read.results[0].uses]
     read.move_before(loop)
-    for_op = loop.opview if isinstance(loop, ir.Operation) else loop
-    loop = for_op.operation
     with ir.InsertionPoint(loop), loop.location:
         new = scf.ForOp(for_op.lowerBound, for_op.upperBound, for_op.step, [*for_op.initArgs, read.results[0]])
     new_body = new.regions[0].blocks[0]

@@ -16,18 +16,18 @@ from workers.records import interleave_lanes
 
 
 def interleave_thread_columns(module: ir.Module, vector_bytes: int) -> list[str]:
-    """In the kernels marked kernel_marks.INTERLEAVE_COLUMNS (schedule knob interleave_columns: a row kernel or block reduction
-    of T threads, thread t owning the run of W columns from t W of each row it reads or writes), thread t's j-th
-    vector of V columns (interleave_lanes: `vector_bytes` of them, fewer where W is not whole vectors of those)
-    moves to column (j T + t) V: each warp-wide access then covers 32 V neighbouring columns (512 bytes of f32) instead of one vector in every W, which held a
-    LayerNorm over rows of 8192 f32 at 0.67x of copy bandwidth (0.94x interleaved, on the H200:
-    benchmarks/probes/row_layout.cu). The same bijection of the columns applies to every access of
-    global memory through a thread's run (a `memref.subview` at offset `thread_id.x * W` of W columns,
-    read or written whole by a vector.load or vector.store), so each elementwise result still meets its
-    own operands, and each row reduction adds the same columns in another order. A named kernel with no
-    such access, runs of two widths, or a global access of another form that depends on the thread (a
-    gather) is left as it was; the returned notes name it. Run it after `reuse_reads` (which matches loads
-    by their operands)."""
+    """In the kernels marked kernel_marks.INTERLEAVE_COLUMNS (schedule knob interleave_columns: a row kernel or block
+    reduction of T threads, thread t owning the run of W columns from t W of each row it reads or writes),
+    thread t's j-th vector of V columns (interleave_lanes: `vector_bytes` of them, fewer where W is not whole
+    vectors of those) moves to column (j T + t) V: each warp-wide access then covers 32 V neighbouring columns
+    (512 bytes of f32) instead of one vector in every W, which held a LayerNorm over rows of 8192 f32 at 0.67x
+    of copy bandwidth (0.94x interleaved, on the H200: benchmarks/probes/row_layout.cu). The same bijection of
+    the columns applies to every access of global memory through a thread's run (a `memref.subview` at offset
+    `thread_id.x * W` of W columns, read or written whole by a vector.load or vector.store), so each elementwise
+    result still meets its own operands, and each row reduction adds the same columns in another order. A named
+    kernel with no such access, runs of two widths, or a global access of another form that depends on the
+    thread (a gather) is left as it was; the returned notes name it. Run it after `reuse_reads` (which matches
+    loads by their operands)."""
     notes = []
     for kernel in kernel_ops(module, "gpu.func"):
         name = ir.StringAttr(kernel.attributes["sym_name"]).value

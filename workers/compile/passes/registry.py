@@ -4,13 +4,12 @@ from __future__ import annotations
 from typing import Callable
 
 from workers.compile import host, mlir
-from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_contraction_loops, collapse_reduction_loops,
-                                    hoist_accumulators,
-                                    copy_returned_views, extracted_scalars, full_rank_inserts, interleave_columns,
-                                    k_loops, kernel_arguments, narrow_matmul_operands, outline_kernels,
-                                    reduce_in_stages, reuse_reads, scalar_unit_loop, separate_fill_inits,
-                                    shared_memory, splat_fills, tensor_core_conversion, views_into_kernels,
-                                    warp_merge, wgmma)
+from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_contraction_loops,
+                                    collapse_reduction_loops, copy_returned_views, extracted_scalars, full_rank_inserts,
+                                    hoist_accumulators, interleave_columns, k_loops, kernel_arguments,
+                                    narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
+                                    scalar_unit_loop, separate_fill_inits, shared_memory, splat_fills,
+                                    tensor_core_conversion, views_into_kernels, warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
