@@ -482,10 +482,10 @@ def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges
     blocks of 2x4 per thread, the grid covering every output once (the last block of a loop partial), its K
     steps vectorized (masked where K is a prime); no per-thread scratch. The Linear's bias is a kernel of its
     own, the matmul alone in its kernel (fused, its masked per-thread result would need a buffer of dynamic
-    size)."""
+    size; since farm-collapse-contraction-loops a reshape lies between them, 8 x 197 tokens one loop of rows)."""
     job, params, config = compiled(tmp_path, name)
     (matmul,) = [s for s in params.ops if s.family == "matmul"]
-    assert [s.family for s in params.ops if not s.fuse_producers] == (["elementwise"] if name == "vit_linear" else [])
+    assert compile_result(job).kernel_families[-2:] == (["matmul", "elementwise"] if name == "vit_linear" else ["matmul"])
     launch = next(launch for launch, op in zip(config.launches, compile_result(job).kernel_ops) if op == matmul.op_index)
     op = _op(job, matmul.op_index)
     tiled = [d for d, t in enumerate(matmul.thread_tile) if t]
