@@ -3,14 +3,13 @@ consecutive dims in order (or not at all) runs over one loop of their product in
 
 linalg-fuse-elementwise-ops propagates a reshape through a matmul to fuse it: a Linear followed by GroupNorm
 (KernelBench's Gemm + GroupNorm problems) becomes a contraction over (batch, group, channel, K) whose output
-columns are two loops, which the matmul templates tile as a batch of narrow matmuls; a ViT's Linear over
-(batch, 197 tokens) or a recurrent layer's input projection over (time, batch) has two row loops where it
-is one matmul of their product's rows.
-Collapsing the run gives the 2-D matmul the templates (and shared-memory staging) are built for: each
-operand that reads the run through a tensor.collapse_shape, the result expanded back (collapse_loops). A
-batch matmul's batch loop is read by both operands but not beside the rows in the second: it stays. An operand that is a
-slice (a recurrent layer's input of one direction) stays uncollapsed: bufferization copies a collapsed
-slice on the host, which the host check refuses.
+columns are two loops, which the matmul templates tile as a batch of narrow matmuls; a ViT's Linear over (batch,
+197 tokens) or a recurrent layer's input projection over (time, batch) has two row loops where it is one matmul
+of their product's rows. Collapsing the run gives the 2-D matmul the templates (and shared-memory staging) are
+built for: each operand that reads the run through a tensor.collapse_shape, the result expanded back
+(collapse_loops). A batch matmul's batch loop is read by both operands but not beside the rows in the second: it
+stays. An operand that is a slice (a recurrent layer's input of one direction) stays uncollapsed: bufferization
+copies a collapsed slice on the host, which the host check refuses.
 
 Runs after linalg-fuse-elementwise-ops (which would expand the loops again) and farm-collapse-reduction-loops.
 """
