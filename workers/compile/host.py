@@ -41,6 +41,14 @@ class HostComputeError(Exception):
     """The schedule left compute (loops, copies, linalg ops) outside the GPU kernels."""
 
 
+def viewed_buffer(value: mlir.ir.Value) -> mlir.ir.Value:
+    """The buffer that `value` views through VIEW_OPS: on the host a function argument, an allocation or a
+    global; in a kernel one of its arguments."""
+    while not isinstance(value.owner, mlir.ir.Block) and value.owner.name in VIEW_OPS:
+        value = value.owner.operands[0]
+    return value
+
+
 def dynamic_layout(t) -> bool:
     strides, offset = t.get_strides_and_offset()
     return ir.ShapedType.get_dynamic_stride_or_offset() in (offset, *strides)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from numba_cuda_mlir._mlir.dialects import scf
 
+from workers.compile.host import viewed_buffer
 from workers.compile.mlir import ir, is_memref, kernel_ops, ops_named
 
 NAME = "farm-hoist-kernel-accumulators"
-VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast", "memref.reinterpret_cast")
 
 
 def run(module: ir.Module) -> list[str]:
@@ -46,12 +46,6 @@ def _inside(value: ir.Value, loop) -> bool:
     return False
 
 
-def _root(value: ir.Value) -> ir.Value:
-    while not isinstance(value.owner, ir.Block) and value.owner.name in VIEWS:
-        value = value.owner.operands[0]
-    return value
-
-
 def _unaliased_argument(value: ir.Value, kernel) -> bool:
     """Whether `value` (a memref root) is an argument of `kernel` marked llvm.noalias."""
     if not isinstance(value.owner, ir.Block) or value.owner.owner != kernel:
@@ -70,7 +64,7 @@ def _hoistable(kernel):
             for read in reads:
                 if not _pair(read, write, body) or any(_inside(v, loop) for v in read.operands):
                     continue
-                root = _root(read.operands[0])
+                root = viewed_buffer(read.operands[0])
                 if not _unaliased_argument(root, kernel) or _inside(read.operands[0], loop):
                     continue
                 if not _touching(loop, root, {read, write}):
@@ -97,7 +91,7 @@ def _touching(loop, root: ir.Value, pair: set) -> list:
     found = []
 
     def visit(op):
-        if op not in pair and any(is_memref(v) and _root(v) == root for v in op.operands):
+        if op not in pair and any(is_memref(v) and viewed_buffer(v) == root for v in op.operands):
             found.append(op)
         return ir.WalkResult.ADVANCE
 

@@ -4,7 +4,7 @@ buffer), farm-tensor-maps-as-pointers (TMA descriptors passed as pointers).
 """
 from __future__ import annotations
 
-from workers.compile.host import VIEW_OPS
+from workers.compile.host import viewed_buffer
 from workers.compile.mlir import ir, builtin_dialect, main_func, ops_named, kernel_ops
 
 
@@ -33,7 +33,7 @@ def mark_unaliased_kernel_pointers(module: ir.Module) -> None:
     read-only buffers through the non-coherent cache."""
     unaliased: dict[str, list[bool]] = {}
     for launch in ops_named(main_func(module), "gpu.launch_func"):
-        roots = [_root(v) if isinstance(v.type, ir.MemRefType) else None for v in launch.opview.kernelOperands]
+        roots = [viewed_buffer(v) if isinstance(v.type, ir.MemRefType) else None for v in launch.opview.kernelOperands]
         alone = [root is not None and sum(r is not None and r == root for r in roots) == 1 for root in roots]
         name = str(launch.opview.kernel).split("::")[-1].lstrip("@")  # the gpu.func launched
         unaliased[name] = [a and b for a, b in zip(unaliased.get(name, alone), alone)]
@@ -42,13 +42,6 @@ def mark_unaliased_kernel_pointers(module: ir.Module) -> None:
         name = ir.StringAttr(func.attributes["sym_name"]).value
         if "kernel" in func.attributes and name in unaliased:
             _set_arg_attr(func, "llvm.noalias", unit, [i for i, a in enumerate(unaliased[name]) if a])
-
-
-def _root(value: ir.Value) -> ir.Value:
-    """The host buffer that `value` views: a function argument, an allocation or a global."""
-    while not isinstance(value.owner, ir.Block) and value.owner.name in VIEW_OPS:
-        value = value.owner.operands[0]
-    return value
 
 
 def _set_arg_attr(func, name: str, attr: ir.Attribute, args: list[int]) -> None:
