@@ -14,7 +14,8 @@ import torch
 from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
 from workers.compile.passes import (bool_bytes, collapse_contraction_loops, collapse_reduction_loops, extracted_scalars,
-                                    hoist_accumulators, reduce_in_stages, registry, scalar_unit_loop)
+                                    hoist_accumulators, reduce_in_stages, registry, scalar_unit_loop,
+                                    unit_dim_transposes)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumsum_decomposition,
@@ -181,6 +182,21 @@ def test_a_kernel_loop_carries_a_tile_it_reads_and_writes_only_where_nothing_els
     assert "vector.transfer_read %arg0[%c0, %c4]" in text.split("scf.for")[0]  # the read, now before the loop
     assert re.search(r"\}\s*vector.transfer_write %\w+, %arg0\[%c0, %c4\]", first)  # the write, after it
     assert notes == [f"{hoist_accumulators.NAME}: loops: 1 tiles carried in registers across their loops"]
+
+
+def test_a_transpose_that_moves_only_a_unit_dim_is_a_reshape_not_a_kernel(tmp_path):
+    """farm-unit-dim-transposes-as-reshapes: the einsum's result, transposed over a dim of 1 by torch-mlir, is
+    the matmul's own buffer seen through a reshape: one kernel, where a copy of the whole output followed."""
+    job, _, _ = compiled(tmp_path, "tensor4d_matrix")
+    assert compile_result(job).kernel_families == ["matmul"]
+    with mlir.context():
+        module = mlir.parse((job / "model_linalg.mlir").read_text(), "einsum")
+        registry.run_step(unit_dim_transposes.NAME, module)
+        assert module.operation.verify()
+        text = str(module)
+    assert "linalg.transpose" not in text
+    assert "tensor.collapse_shape %expanded_2 [[0], [1], [2], [3, 4]] : tensor<2x16x32x1x96xf32> into " \
+        "tensor<2x16x32x96xf32>" in text
 
 
 def test_a_loss_reducing_to_one_value_compiles(tmp_path):

@@ -98,7 +98,7 @@ def collapse_loops(op, loops: list[int]) -> None:
                 collapsed = ir.RankedTensorType.get(shape[:at] + [math.prod(shape[at:at + len(loops)])]
                                                     + shape[at + len(loops):], value.type.element_type)
                 value = _fresh_fill(value, collapsed) or tensor.CollapseShapeOp(collapsed, value,
-                                                                                _reassociation(groups)).result
+                                                                                reassociation(groups)).result
                 groups_of[i] = groups
                 results = results[:at + 1] + results[at + len(loops):]
             operands.append(value)
@@ -108,7 +108,7 @@ def collapse_loops(op, loops: list[int]) -> None:
         new = rebuilt_generic(o, operands[:n_inputs], operands[n_inputs:], maps, iterators)
         for i, (old, result) in enumerate(zip(o.results, new.results)):
             if n_inputs + i in groups_of:
-                result = tensor.ExpandShapeOp(old.type, result, _reassociation(groups_of[n_inputs + i]), [],
+                result = tensor.ExpandShapeOp(old.type, result, reassociation(groups_of[n_inputs + i]), [],
                                               ir.DenseI64ArrayAttr.get(list(old.type.shape))).result
             old.replace_all_uses_with(result)
     replaced = [v.owner for v in o.operands]
@@ -121,7 +121,8 @@ def collapse_loops(op, loops: list[int]) -> None:
             producer = before
 
 
-def _reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
+def reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
+    """A reshape's reassociation attribute: the source dims (collapse) or result dims (expand) of each group."""
     i64 = ir.IntegerType.get_signless(64)
     return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
 

@@ -9,7 +9,7 @@ from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_
                                     hoist_accumulators, interleave_columns, k_loops, kernel_arguments,
                                     narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
                                     scalar_unit_loop, separate_fill_inits, shared_memory, splat_fills,
-                                    tensor_core_conversion, views_into_kernels, warp_merge, wgmma)
+                                    tensor_core_conversion, unit_dim_transposes, views_into_kernels, warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
@@ -22,6 +22,7 @@ PASSES: dict[str, Pass] = {
     reduce_in_stages.NAME: reduce_in_stages.run,
     collapse_reduction_loops.NAME: collapse_reduction_loops.run,
     collapse_contraction_loops.NAME: collapse_contraction_loops.run,
+    unit_dim_transposes.NAME: unit_dim_transposes.run,
     scalar_unit_loop.NAME: scalar_unit_loop.run,
     copy_returned_views.NAME: copy_returned_views.run,
     splat_fills.NAME: splat_fills.run,
