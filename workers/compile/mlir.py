@@ -144,6 +144,12 @@ def rebuilt_generic(generic, inputs: list[ir.Value], inits: list[ir.Value], maps
     return new
 
 
+def reassociation_attr(groups: list[list[int]]) -> ir.ArrayAttr:
+    """A reshape's reassociation attribute: the source dims (collapse) or result dims (expand) of each group."""
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+
+
 def indexing_maps(op) -> list[ir.AffineMap]:
     return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.operation.attributes["indexing_maps"])]
 

@@ -19,7 +19,7 @@ import math
 from numba_cuda_mlir._mlir.dialects import linalg, tensor
 
 from workers.compile.mlir import (body_ops, ir, indexing_maps, is_contraction, iterator_types, main_func, ops_named,
-                                  rebuilt_generic)
+                                  reassociation_attr, rebuilt_generic)
 
 NAME = "farm-collapse-reduction-loops"
 
@@ -98,7 +98,7 @@ def collapse_loops(op, loops: list[int]) -> None:
                 collapsed = ir.RankedTensorType.get(shape[:at] + [math.prod(shape[at:at + len(loops)])]
                                                     + shape[at + len(loops):], value.type.element_type)
                 value = _fresh_fill(value, collapsed) or tensor.CollapseShapeOp(collapsed, value,
-                                                                                reassociation(groups)).result
+                                                                                reassociation_attr(groups)).result
                 groups_of[i] = groups
                 results = results[:at + 1] + results[at + len(loops):]
             operands.append(value)
@@ -108,7 +108,7 @@ def collapse_loops(op, loops: list[int]) -> None:
         new = rebuilt_generic(o, operands[:n_inputs], operands[n_inputs:], maps, iterators)
         for i, (old, result) in enumerate(zip(o.results, new.results)):
             if n_inputs + i in groups_of:
-                result = tensor.ExpandShapeOp(old.type, result, reassociation(groups_of[n_inputs + i]), [],
+                result = tensor.ExpandShapeOp(old.type, result, reassociation_attr(groups_of[n_inputs + i]), [],
                                               ir.DenseI64ArrayAttr.get(list(old.type.shape))).result
             old.replace_all_uses_with(result)
     replaced = [v.owner for v in o.operands]
@@ -119,12 +119,6 @@ def collapse_loops(op, loops: list[int]) -> None:
             before = producer.operands[1].owner if producer.name == "linalg.fill" else None
             producer.operation.erase()
             producer = before
-
-
-def reassociation(groups: list[list[int]]) -> ir.ArrayAttr:
-    """A reshape's reassociation attribute: the source dims (collapse) or result dims (expand) of each group."""
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, i) for i in g]) for g in groups])
 
 
 def _fresh_fill(value: ir.Value, collapsed: ir.RankedTensorType) -> ir.Value | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from numba_cuda_mlir._mlir.dialects import tensor
 
-from workers.compile.mlir import body_ops, ir, main_func
+from workers.compile.mlir import body_ops, ir, main_func, reassociation_attr
 
 NAME = "farm-full-rank-inserts"
 
@@ -50,6 +50,4 @@ def run(module: ir.Module) -> None:
             continue
         full = ir.RankedTensorType.get(sizes, source.type.element_type)
         with ir.InsertionPoint(op), op.location:
-            groups_attr = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
-                                                              for d in g]) for g in groups])
-            op.operands[0] = tensor.ExpandShapeOp(full, source, groups_attr, [], sizes).result
+            op.operands[0] = tensor.ExpandShapeOp(full, source, reassociation_attr(groups), [], sizes).result

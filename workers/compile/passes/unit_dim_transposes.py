@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from numba_cuda_mlir._mlir.dialects import tensor
 
-from workers.compile.mlir import body_ops, ir, main_func
-from workers.compile.passes.collapse_reduction_loops import reassociation
+from workers.compile.mlir import body_ops, ir, main_func, reassociation_attr
+from workers.compile.passes import full_rank_inserts
 
 NAME = "farm-unit-dim-transposes-as-reshapes"
 
@@ -30,18 +30,10 @@ def _moves_unit_dims_only(transpose) -> bool:
     return bool(kept) and kept == sorted(kept) and permutation != list(range(source.rank))
 
 
-def unit_dim_groups(shape: list[int]) -> list[list[int]]:
-    """Dims of `shape` grouped so that each group holds one dim of more than one element and the unit dims before
-    it (the unit dims after the last such dim join its group): the reassociation that drops the unit dims."""
-    groups: list[list[int]] = []
-    pending: list[int] = []
-    for d, extent in enumerate(shape):
-        pending.append(d)
-        if extent != 1:
-            groups.append(pending)
-            pending = []
-    groups[-1].extend(pending)
-    return groups
+def _dropping_unit_dims(shape: list[int]) -> list[list[int]]:
+    """The reassociation that drops the unit dims of `shape` (each joins the dim after it, trailing ones the
+    last): full_rank_inserts' expansion of the dims of more than one element back to `shape`."""
+    return full_rank_inserts.reassociation([n for n in shape if n != 1], shape)
 
 
 def _as_reshape(transpose) -> None:
@@ -49,9 +41,10 @@ def _as_reshape(transpose) -> None:
     source_type, result_type = ir.RankedTensorType(source.type), ir.RankedTensorType(result.type)
     flat = ir.RankedTensorType.get([n for n in source_type.shape if n != 1], source_type.element_type)
     with ir.InsertionPoint(transpose), transpose.location:
-        collapsed = tensor.CollapseShapeOp(flat, source, reassociation(unit_dim_groups(list(source_type.shape))))
+        collapsed = tensor.CollapseShapeOp(flat, source,
+                                           reassociation_attr(_dropping_unit_dims(list(source_type.shape))))
         expanded = tensor.ExpandShapeOp(result_type, collapsed.result,
-                                        reassociation(unit_dim_groups(list(result_type.shape))), [],
+                                        reassociation_attr(_dropping_unit_dims(list(result_type.shape))), [],
                                         ir.DenseI64ArrayAttr.get(list(result_type.shape)))
     result.replace_all_uses_with(expanded.result)
     init = transpose.operands[1].owner
