@@ -14,7 +14,9 @@ Resumable: a problem whose row is recorded (OUT/levelN/<problem>.compile.json) i
 `measure` (GPU node, no torch-mlir needed): every compiled v0 through the measure worker (correctness
 on several input draws, timing beside eager and torch.compile with one protocol); torch.compile's
 compilations run in parallel processes first, their times cached per problem and GPU
-(reference_timing.json), so the sequential timing measures dozens of problems in one device call.
+(reference_timing.json), so the sequential timing measures dozens of problems in one device call. Each
+row keeps the compile's digest of the kernels it timed: after a change to the compile stage, `pack
+--changed` and `measure --changed` take just the problems whose kernels it changed.
 
 `loop` (GPU node, after `measure`): the whole optimization loop (`orchestrator submit`, an embedded farm:
 compile workers, a measure worker per GPU, the rule engine) on each compiled problem, up to --iterations
@@ -80,6 +82,7 @@ class MeasureRow(JsonRecord):
     error: str = ""
     seconds: dict[str, float] = field(default_factory=dict)  # the GPU child's steps (load, check, ...)
     version: int = 0  # the version timed: v0 (`measure`), the loop's best correct one (`loop`)
+    kernels_digest: str = ""  # the compile's digest of the kernels timed (rows from before 2026-12-07 have none)
 
 
 def problems(levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
@@ -286,11 +289,11 @@ def _precompile_peers(jobs: list[Path], workers: int) -> list[str]:
         return [failed for failed in pool.map(one, jobs) if failed]
 
 
-def _row(level: int, problem: Path, result) -> MeasureRow:
+def _row(level: int, problem: Path, result, compiled) -> MeasureRow:
     return MeasureRow(problem.stem, level, result.status, correct=bool(result.correct), ours_us=_us(result.time),
                       eager_us=_us(result.eager), compiled_us=_us(result.compiled),
                       max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300],
-                      seconds=result.seconds)
+                      seconds=result.seconds, kernels_digest=compiled.kernels_digest)
 
 
 def progress(row: MeasureRow) -> str:
@@ -303,12 +306,28 @@ def progress(row: MeasureRow) -> str:
     return f"{row.status}: {row.error.splitlines()[0] if row.error else 'no reason recorded'}"
 
 
-def v0_compiled(job: Path) -> bool:
-    """Whether the job folder's v0 compiled (its compile_result.json says so)."""
+def v0_result(job: Path):
+    """The job folder's v0 CompileResult, or None where v0 was not compiled."""
     from workers.records import CompileResult
 
     result = job / "v0" / "compile_result.json"
-    return result.exists() and CompileResult.from_json(result.read_text()).ok
+    return CompileResult.from_json(result.read_text()) if result.exists() else None
+
+
+def v0_compiled(job: Path) -> bool:
+    """Whether the job folder's v0 compiled (its compile_result.json says so)."""
+    result = v0_result(job)
+    return result is not None and result.ok
+
+
+def kernels_changed(out: Path, level: int, problem: Path) -> bool:
+    """Whether the problem's compiled v0 is not the one its measure row timed: no row, or a row with another
+    kernels digest (a row with none predates the digest and counts as current)."""
+    path, result = row_path(out, level, problem, "measure"), v0_result(job_dir(out, level, problem))
+    if not path.exists():
+        return True
+    timed = MeasureRow.from_json(path.read_text()).kernels_digest
+    return bool(timed) and result is not None and timed != result.kernels_digest
 
 
 def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s: float,
@@ -344,7 +363,7 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
             nonlocal measuring
             level, problem = batch[i]
             path = row_path(out, level, problem, "measure")
-            rows[path] = row = _row(level, problem, result)
+            rows[path] = row = _row(level, problem, result, v0_result(job_dir(out, level, problem)))
             path.write_text(row.to_json(indent=2))
             print(f"level{level}/{problem.stem}: {progress(row)} ({time.monotonic() - measuring:.0f} s: "
                   + ", ".join(f"{name} {s:.0f}" for name, s in row.seconds.items()) + ")", file=sys.stderr, flush=True)
@@ -571,6 +590,10 @@ def main(argv: list[str] | None = None) -> int:
                             "shorter than the whole suite (default 1: all)")
         if name in ("compile", "measure"):
             p.add_argument("--again", action="store_true", help="redo problems that have a recorded row")
+        if name in ("pack", "measure"):
+            p.add_argument("--changed", action="store_true",
+                           help="only the problems whose v0 kernels are not the ones their measure row timed (by "
+                                "the compile's kernels digest), or that have no measure row")
     sub.choices["compile"].add_argument("--failed", action="store_true", help="redo the problems that failed")
     sub.choices["compile"].add_argument("--keep-lowering", action="store_true",
                                         help="with --again or --failed: keep each job folder's lowering and compile "
@@ -598,6 +621,9 @@ def main(argv: list[str] | None = None) -> int:
         levels = sorted({_level_of(Path(f)) for f in args.problems}) if args.problems else args.level
         items, where = recorded(args.out, levels, args.problems), f"the compile rows in {args.out}"
     items = [(level, p) for level, p in items if (_number(p.stem)[0] - 1) % args.sample == 0]
+    if getattr(args, "changed", False):
+        items, where = [(level, p) for level, p in items if kernels_changed(args.out, level, p)], \
+            f"{where} whose kernels changed since they were measured"
     if not items:
         parser.error(f"no problems found in {where}")
     if args.command == "compile":
@@ -610,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
               f"the working tree: tar xJf {args.to}, then {Path(__file__).name} measure --out {args.out.name}")
         return 0
     elif args.command == "measure":
-        rows = measure_all(items, args.out, args.again, args.timeout, args.budget, args.peer_workers)
+        rows = measure_all(items, args.out, args.again or args.changed, args.timeout, args.budget, args.peer_workers)
         table, title = measure_table(rows), "v0 measured"
         device = next((r.device for r in rows if r.device), "no GPU")
     elif args.command == "loop":

@@ -111,10 +111,14 @@ def test_measure_writes_a_row_per_problem_as_the_batch_goes_and_resumes_after_th
         job = out / "level0" / name
         shutil.copytree(POC, job / "v0")
         shutil.copy(POC / "model.py", job / "model.py")
-        (job / "v0" / "compile_result.json").write_text(CompileResult(version=0, ok=True, stage="done").to_json())
+        (job / "v0" / "compile_result.json").write_text(
+            CompileResult(version=0, ok=True, stage="done", kernels_digest=f"digest-{name}").to_json())
         items.append((0, Path(f"{name}.py")))
+    assert all(kernelbench.kernels_changed(out, 0, p) for _, p in items), "no row yet"
     rows = kernelbench.measure_all(items, out, again=False, timeout_s=5, budget_s=60, peer_workers=8)
     assert sorted(r.status for r in rows) == ["illegal_address", "ok"]
+    assert {r.kernels_digest for r in rows} == {"digest-ok-a", "digest-fault-b"}, "a row names the kernels it timed"
+    assert not any(kernelbench.kernels_changed(out, 0, p) for _, p in items)
     assert MeasureRow.from_json((out / "level0" / "fault-b.measure.json").read_text()).status == "illegal_address"
     err = capsys.readouterr().err
     assert "level0/ok-a: ok, ours" in err and "level0/fault-b: illegal_address: " in err
@@ -125,6 +129,10 @@ def test_measure_writes_a_row_per_problem_as_the_batch_goes_and_resumes_after_th
     (out / "level0" / "starts.log").unlink()
     assert len(kernelbench.measure_all(items, out, False, 5, 60, 8)) == 2
     assert not (out / "level0" / "starts.log").exists(), "recorded rows are not measured again"
+    # v0 compiled anew to other kernels: --changed picks that problem alone
+    (out / "level0" / "ok-a" / "v0" / "compile_result.json").write_text(
+        CompileResult(version=0, ok=True, stage="done", kernels_digest="digest-2").to_json())
+    assert [p.stem for _, p in items if kernelbench.kernels_changed(out, 0, p)] == ["ok-a"]
 
 
 def test_warm_ups_are_admitted_while_their_gpu_memory_fits(tmp_path):
