@@ -516,6 +516,39 @@ def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges
     assert ("fma.rn.f32" in ptx) != masked_k  # a masked K step multiplies, selects and adds
 
 
+@pytest.mark.parametrize("name, block, thread, k_step, shared", [
+    ("vit_linear", [128, 64, 0], [8, 4, 0], 16, {(128, 16), (16, 64), (128, 64)}),  # M partial
+    ("irregular_matmul", [64, 64, 0], [4, 4, 0], 8, {(64, 8), (8, 64), (64, 64)})])  # M, N and K partial
+def test_a_staged_matmul_pads_the_tiles_its_loops_fill_in_part(tmp_path, name, block, thread, k_step, shared):
+    """Staging with partial tiles: the block tile padded to its whole size (structured.pad), the K steps' copies
+    reading the input through the pad (out-of-bounds reads give zeros, no padded copy of the input is made),
+    the accumulator in registers across the K loop, the padded result copied back masked. Shared memory holds
+    the K step's tiles and the result tile, nothing of the input's size; no local memory, no malloc."""
+    job = tmp_path / name
+    lower_model(str(BREADTH / f"{name}.py"), str(job))
+    params = initial_params(str(job))
+    (matmul,) = [s for s in params.ops if s.family == "matmul"]
+    for field, value in (("promote_shared", True), ("block_tile", block), ("thread_tile", thread),
+                         ("reduction_tile", k_step), ("vectorize", True)):
+        params = apply_edit(params, ScheduleEdit(matmul.op_index, field, value))
+    result = compile_iteration(str(job), 1, params)
+    assert result.ok, result.error
+    op = _op(job, matmul.op_index)
+    assert any(r % b for r, b in zip(op.loop_ranges, block) if b)
+    gpu = (job / "v1" / "gpu.mlir").read_text()
+    buffers = {tuple(int(n) for n in dims.split("x")) for dims in
+               re.findall(r"memref.global \"private\" @__farm_shared_\d+ : memref<([\dx]+)xf32", gpu)}
+    assert buffers == shared
+    accumulator = f"vector<{thread[0]}x{thread[1]}xf32>"
+    assert re.search(r"scf.for .* iter_args\(%\w+ = %\w+\) -> \(" + accumulator, gpu)
+    assert "vector.mask" not in gpu
+    launch = next(launch for launch, index in zip(LaunchConfig.from_json((job / "v1" / "config.json").read_text())
+                                                   .launches, result.kernel_ops) if index == matmul.op_index)
+    assert math.prod(launch.grid) == math.prod(math.ceil(r / b) for r, b in zip(op.loop_ranges, block) if b)
+    ptx = (job / "v1" / "kernels.ptx").read_text()
+    assert "ld.shared" in ptx and "st.shared" in ptx and ".local" not in ptx and "malloc" not in ptx
+
+
 def test_scalar_kernels_over_rows_without_a_warp_multiple_divisor_take_aligned_blocks_the_last_partial(tmp_path):
     """Rows of 511 pooled outputs and of the 514 of the pooling's padded input: the divisor template gave 73
     threads along the first (3 warps, a quarter of their lanes idle) and 2 x 2 x 4 channels per block to the

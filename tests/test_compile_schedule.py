@@ -159,6 +159,19 @@ def test_a_staged_matmul_fused_into_its_epilogue_keeps_its_tile_in_shared_memory
     assert len(set(re.findall(r"memref.global \"private\" @__farm_shared_\d+", gpu))) == 3
 
 
+def test_a_staged_matmul_fused_into_its_epilogue_takes_whole_tiles_only(jobs):
+    """A partial block tile pads the matmul's result, which its fused epilogue would then read through a
+    copy: the compile stage says so instead of compiling it (alone in its kernel it may be partial)."""
+    job = jobs / "mlp"
+    params = initial_params(str(job))
+    group = next(s for s in params.ops if s.family == "matmul" and not s.split_reduction)
+    for field, value in (("promote_shared", True), ("block_tile", [96, 64]), ("thread_tile", [6, 4]),
+                         ("reduction_tile", 16), ("vectorize", True)):
+        params = apply_edit(params, ScheduleEdit(group.op_index, field, value))
+    result = compile_iteration(str(job), 23, params)
+    assert not result.ok and "takes whole tiles" in result.error, result.error
+
+
 def test_pass_pipeline_text_round_trips_and_names_the_schedule_step():
     pipeline = PassPipeline(["builtin.module(cse)", "farm-scalar-unit-loop", "transform @__transform_main",
                              "builtin.module(x)"])

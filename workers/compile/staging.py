@@ -46,11 +46,13 @@ def emit_operand_tiles(k: str, op: tb.Handle, inputs: list[str], result: str, lo
 
 
 def emit_operand_copies(k: str, padded: tb.Handle, tiles: list[tuple[tuple[int, ...], int]], threads: int,
-                        row_mark: str | None = None) -> None:
+                        row_mark: str | None = None, vectorize: list[int] = ()) -> None:
     """Each input i of `padded` ((its tile's shape, element bytes) in `tiles`) copied by the block's
     `threads`: the pad becomes a linalg.copy into a tensor.empty, tiled over the threads (copy_tile),
     each thread's piece in a loop of rows. `row_mark`: annotate each row loop with its trip count (the
-    pipeliner unrolls them)."""
+    pipeliner unrolls them). The rows of the inputs in `vectorize` become vector transfers on tensors
+    already (emit_staged_copies does the others after bufferization), for patterns that fold their
+    source's pad into the reads."""
     for i, (shape, element_bytes) in enumerate(tiles):
         rows, cols = copy_tile(shape, threads, element_bytes)
         outer = [0] * (len(shape) - 2)
@@ -58,9 +60,22 @@ def emit_operand_copies(k: str, padded: tb.Handle, tiles: list[tuple[tuple[int, 
                                                       loc=ir.Location.name(f"{k}_dps{i}"))
         thread_copy, _ = tb.tile_forall(tb.producer_of(padded, i, f"{k}_cp{i}"), LINEAR_THREADS,
                                         tile_sizes=outer + [rows, cols], name=f"{k}_ct{i}")
-        _, row_loop = tb.tile_for(thread_copy, outer + [1, 0], f"{k}_cr{i}")
+        row, row_loop = tb.tile_for(thread_copy, outer + [1, 0], f"{k}_cr{i}")
+        if i in vectorize:
+            tb.vectorize(row)
         if row_mark:
             tb.mark(row_loop, row_mark, rows, name=f"{k}_nrows{i}")
+
+
+def emit_partial_tile_copy(k: str, copy: tb.Handle, shape: tuple[int, ...], threads: int, element_bytes: int) -> None:
+    """A block-wide copy of a tile that the loops' extents fill in part (its static bound `shape`), spread
+    over the block's `threads` as emit_operand_copies does, but by thread count (a forall mapped to threads
+    needs a static trip count), each thread's piece vectorized masked on tensors (a copy left to
+    bufferization would be one of dynamic size, which emit_staged_copies cannot vectorize)."""
+    rows, cols = copy_tile(shape, threads, element_bytes)
+    thread_copy, _ = tb.tile_forall(copy, LINEAR_THREADS, num_threads=[shape[-2] // rows, shape[-1] // cols],
+                                    name=f"{k}_mt")
+    tb.vectorize(thread_copy, [rows, cols])
 
 
 def emit_staged_copies(kernel: int, grid: tb.Handle) -> None:

@@ -14,24 +14,36 @@ After the thread mapping each thread's accumulator tile is read and written at t
 step; with the memref subviews folded into those accesses, hoist_redundant_vector_transfers keeps it in
 registers across the loop. A fused matmul's block tile is a block-local tensor (shared memory) that the
 epilogue reads.
+
+Tiles that a loop's extent fills in part (any M, N, K; a matmul alone in its kernel): the block's matmul is
+padded to whole tiles first (structured.pad over the partial loops, to multiples of the block tile and the K
+step). Its accumulator's pad folds into the fill; each K step's copies read the input through the pad, and
+the pad-vectorization patterns fold it into those reads (out of bounds: the padding value, zero), so no
+padded copy of an input exists; a padded result tile is block-local and copied back to the output's part,
+masked (staging.emit_partial_tile_copy). The padded rows and columns cost the work of whole tiles.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from numba_cuda_mlir._mlir.dialects import transform
+from numba_cuda_mlir._mlir.dialects.transform import structured
 from numba_cuda_mlir._mlir.dialects.transform import memref as memref_transforms
 from numba_cuda_mlir._mlir.dialects.transform import tensor as tensor_patterns
+from numba_cuda_mlir._mlir.dialects.transform import vector as vector_patterns
 
 from workers.compile import kernel_marks
 from workers.compile import transform_builder as tb
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import Group
 from workers.compile.schedule.tiles import forall_mapping, linear_grid, threads_per_loop
-from workers.compile.staging import copy_pieces, emit_operand_copies, emit_operand_tiles
+from workers.compile.staging import (copy_pieces, copy_tile, emit_operand_copies, emit_operand_tiles,
+                                     emit_partial_tile_copy)
 from workers.records import ELEMENT_BYTES, OpSchedule
 from workers.target import Target
+
+ir = tb.ir
 
 
 @dataclass
@@ -44,6 +56,20 @@ class StagedMatmul:
     k_step: int
     threads: list[int]  # per matmul loop, threads of the block along it (0: none; the K loop's is 0)
     operand_tiles: list[tuple[tuple[int, ...], int]]  # per input: its tile of a K step, element bytes
+    block: list[int] = field(default_factory=list)  # per matmul loop, the block's tile (the K loop's: the K step)
+    partial: list[int] = field(default_factory=list)  # matmul loops whose extent the block tile (K step) does not divide
+    padded: list[int] = field(default_factory=list)  # the inputs a partial loop indexes: each reads through a pad
+    result_bytes: int = 4  # of an output element
+
+    @property
+    def result_tile(self) -> tuple[int, ...]:
+        """The block's output tile (padded where partial)."""
+        return tuple(b for d, b in enumerate(self.block) if d != self.k_loop)
+
+    @property
+    def partial_result(self) -> bool:
+        """Whether the block's output tile is padded (a partial output loop): it is copied back, masked."""
+        return any(d != self.k_loop for d in self.partial)
 
     @property
     def block_threads(self) -> int:
@@ -72,8 +98,8 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
     if epilogue is not None and len(anchor.loop_ranges) != len(parallel):
         raise ValueError(f"the epilogue op {anchor.index} must iterate over the matmul's outputs")
     k_loop, k_extent = reductions[0], op.loop_ranges[reductions[0]]
-    if not s.reduction_tile or s.reduction_tile >= k_extent or k_extent % s.reduction_tile:
-        raise ValueError(f"the K step (reduction_tile {s.reduction_tile}) must divide K={k_extent} and be shorter")
+    if not s.reduction_tile or s.reduction_tile >= k_extent:
+        raise ValueError(f"the K step (reduction_tile {s.reduction_tile}) must be shorter than K={k_extent}")
     if not any(s.thread_tile):
         raise ValueError("the block's threads each compute a tile of the step's outputs: thread_tile must be set")
     # the schedule's tiles are the anchor's: the matmul's own loops, or an epilogue's, which are the matmul's
@@ -93,15 +119,22 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
             raise ValueError(f"op {op.index}'s input {i} has a {list(shape)} tile per K step; staging copies "
                              "2-D tiles")
         tiles.append((shape, ELEMENT_BYTES.get(matmul.input_dtypes[i], 4)))
-    plan = StagedMatmul(op.index, epilogue, k_loop, s.reduction_tile, threads, tiles)
+    partial = [d for d in range(len(block)) if op.loop_ranges[d] % block[d]]
+    if partial and epilogue is not None:
+        raise ValueError("a staged matmul fused into an epilogue takes whole tiles: the block tile and the K step "
+                         "must divide their loops")
+    padded = [i for i, loops in enumerate(matmul.input_loops) if set(loops) & set(partial)]
+    plan = StagedMatmul(op.index, epilogue, k_loop, s.reduction_tile, threads, tiles, block, partial, padded,
+                        ELEMENT_BYTES.get(op.dtype, 4))
     for i, (shape, element_bytes) in enumerate(tiles):
         if copy_pieces(shape, plan.block_threads, element_bytes) > plan.block_threads:
             raise ValueError(f"the {plan.block_threads} threads cannot copy input {i}'s {list(shape)} tile "
                              "in one pass")
-    result_bytes = math.prod(block[d] for d in parallel) * ELEMENT_BYTES.get(op.dtype, 4) if epilogue else 0
+    # a fused matmul's block tile, or a partial one padded, is a block-local tensor
+    result_bytes = math.prod(plan.result_tile) * plan.result_bytes if epilogue or plan.partial_result else 0
     staged = sum(math.prod(shape) * b for shape, b in tiles) + result_bytes
     if staged > target.shared_bytes_per_block:  # past 48 KB: farm-large-shared-to-dynamic
-        raise ValueError(f"the staged tiles ({staged} bytes{' with the result tile' if epilogue else ''}) exceed "
+        raise ValueError(f"the staged tiles ({staged} bytes{' with the result tile' if result_bytes else ''}) exceed "
                          f"the {target.shared_bytes_per_block} bytes of shared memory a block has on {target.chip}")
     return plan
 
@@ -126,27 +159,57 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
     if plan.epilogue is not None:
         # the matmul's block tile becomes a block-local tensor (shared memory), not a slice of a temporary
         tb.apply_patterns(grid, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)
-    output_threads = [n for n, it in zip(plan.threads, facts[plan.matmul].info.iterator_types) if it == "parallel"]
+    matmul = facts[plan.matmul]
+    if plan.partial:
+        matmul_block, copy_back = _emit_padded_block(k, matmul_block, plan, matmul, grid)
+        block_fills = [tb.match(grid, ["linalg.fill"], name=f"{k}_fills")]
+    output_threads = [n for n, it in zip(plan.threads, matmul.info.iterator_types) if it == "parallel"]
     for j, fill in enumerate(block_fills):
         tb.vectorize(tb.tile_forall(fill, mapping, num_threads=output_threads, name=f"{k}_f{j}t")[0])
     sizes = [plan.k_step if d == plan.k_loop else 0 for d in range(len(plan.threads))]
     step, _ = tb.tile_for(matmul_block, sizes, f"{k}_mk")
-    padded = emit_operand_tiles(k, step, facts[plan.matmul].input_dtypes, facts[plan.matmul].info.dtype,
-                                len(plan.threads))
-    emit_operand_copies(k, padded, plan.operand_tiles, plan.block_threads)
+    padded = emit_operand_tiles(k, step, matmul.input_dtypes, matmul.info.dtype, len(plan.threads))
+    emit_operand_copies(k, padded, plan.operand_tiles, plan.block_threads, vectorize=plan.padded)
     thread_op, _ = tb.tile_forall(padded, mapping, num_threads=plan.threads, name=f"{k}_t")
     if s.vectorize:
         tb.vectorize(thread_op)
+    if plan.partial:
+        # each K step's copy reads its input's tile through the block's pad: read in place, out of bounds
+        # reads taking the padding value instead
+        tb.apply_patterns(grid, structured.ApplyPadVectorizationPatternsOp,
+                          tensor_patterns.ApplyFoldTensorSubsetOpsIntoVectorTransfersPatternsOp)
+    if plan.partial_result:
+        emit_partial_tile_copy(f"{k}_out", copy_back, plan.result_tile, plan.block_threads, plan.result_bytes)
     if plan.epilogue is not None:
         epilogue, _ = tb.tile_forall(block, mapping, num_threads=threads_per_loop(s, anchor), name=f"{k}_et")
         if s.vectorize:
             tb.vectorize(epilogue)
 
 
+def _emit_padded_block(k: str, block: tb.Handle, plan: StagedMatmul, matmul: LinalgOpFacts,
+                       grid: tb.Handle) -> tuple[tb.Handle, tb.Handle | None]:
+    """A block tile that its loops (K: its steps) fill in part, padded to whole tiles (structured.pad over the
+    partial loops, to multiples of the block tile and the K step; the accumulator's pad folds into its
+    fill), a padded result copied back to the output's part (copy_back_op linalg.copy, block-local).
+    Returns the padded op and the copy back (None where the output is not padded)."""
+    zeros = ir.ArrayAttr.get([ir.FloatAttr.get(ir.Type.parse(t), 0.0) for t in [*matmul.input_dtypes, matmul.info.dtype]])
+    tiles = [plan.block[d] for d in plan.partial]
+    op = structured.PadOp(block, padding_values=zeros, padding_dimensions=plan.partial, pad_to_multiple_of=tiles,
+                          nofold_flags=[0] * (len(matmul.input_dtypes) + 1),
+                          copy_back_op="linalg.copy" if plan.partial_result else "none",
+                          loc=ir.Location.name(f"{k}_blockpad"))
+    # the fill's zero and the pad's one constant (the function's), so that the pad folds into the fill
+    tb.canonicalize(transform.GetParentOp(tb.any_op(), grid, op_name="func.func").result)
+    return op.padded, op.copy if plan.partial_result else None
+
+
 def emit_registers_across_k_steps(launch: tb.Handle) -> None:
     """After the thread mapping (`launch`: the mapped gpu.launch): the subviews folded into the accesses,
     so that hoist_redundant_vector_transfers sees each thread's accumulator tile read and written at the
-    same indices of one buffer in every K step (it takes no access through a view)."""
+    same indices of one buffer in every K step (it takes no access through a view). A partial tile's masked
+    transfers take their masks as operands first: a view folded into a vector.mask's transfer would leave
+    its index arithmetic inside the mask, which holds one op."""
+    tb.apply_patterns(launch, vector_patterns.ApplyLowerMaskedTransfersPatternsOp)
     tb.apply_patterns(launch, memref_transforms.ApplyFoldMemrefAliasOpsPatternsOp,
                       transform.ApplyCanonicalizationPatternsOp)
     tb.cse(launch)

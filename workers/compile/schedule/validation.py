@@ -39,12 +39,14 @@ def staged_plan(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
 
 def masked_tiles(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> bool:
     """Whether the kernel may take tiles that its loops' extents fill only in part (the last block of a loop,
-    the last K step): a SIMT matmul alone in its kernel (its fill fused, no producer, split, staging or
-    tensor cores) whose threads vectorize their tiles. Emission then vectorizes with the tiles' full sizes
-    (vector_sizes), masked where a tile is partial (masked_vector_sizes)."""
+    the last K step): a SIMT matmul alone in its kernel (its fill fused, no producer, split or tensor cores)
+    whose threads vectorize their tiles. Emission then vectorizes with the tiles' full sizes (vector_sizes),
+    masked where a tile is partial (masked_vector_sizes); a staged one pads its partial block tiles
+    (staged_matmul.py)."""
     op = facts[g.anchor].info
+    staged_simt = schedule.promote_shared and schedule.tensor_core == "none"  # pads its partial tiles
     return maskable_matmul(op) and g.producer is None and schedule.vectorize and any(schedule.thread_tile) \
-        and _plain(schedule)
+        and (_plain(schedule) or staged_simt)
 
 
 def _plain(schedule: OpSchedule) -> bool:
