@@ -17,6 +17,7 @@ from workers.compile.passes import (bool_bytes, collapse_contraction_loops, coll
                                     hoist_accumulators, reduce_in_stages, registry, scalar_unit_loop,
                                     unit_dim_transposes)
 from workers.compile.pipeline import PassPipeline
+from workers.compile.schedule import templates
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
 from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumsum_decomposition,
                                     index_add_decomposition, index_put_decomposition, scatter_add_decomposition,
@@ -492,28 +493,43 @@ def test_a_depthwise_conv_puts_its_threads_along_the_outputs_rows(tmp_path):
     assert config.launches[-1].block[0] == (conv.block_tile[2] or 64) // conv.thread_tile[2]  # x: ow
 
 
-@pytest.mark.parametrize("name, masked_k", [("vit_linear", False), ("irregular_matmul", True)])
-def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges(tmp_path, name, masked_k):
-    """197 tokens (prime), or 1000 x 700 x 67: v0 gave blocks of one row and one output per thread. Now 32x64
-    blocks of 2x4 per thread, the grid covering every output once (the last block of a loop partial), its K
-    steps vectorized (masked where K is a prime); no per-thread scratch. The Linear's bias is a kernel of its
-    own, the matmul alone in its kernel (fused, its masked per-thread result would need a buffer of dynamic
-    size; since farm-collapse-contraction-loops a reshape lies between them, 8 x 197 tokens one loop of rows)."""
-    job, params, config = compiled(tmp_path, name)
+def test_a_matmul_without_good_divisors_takes_register_tiles_masked_at_its_edges(tmp_path):
+    """1000 x 700 x 67 (a prime K): v0 gave blocks of one row and one output per thread. Now 32x64 blocks of
+    2x4 per thread, the grid covering every output once (the last block of a loop partial), its K steps
+    vectorized, masked; no per-thread scratch. (Staged tiles would pad K by half: v0 keeps it unstaged.)"""
+    job, params, config = compiled(tmp_path, "irregular_matmul")
     (matmul,) = [s for s in params.ops if s.family == "matmul"]
-    assert compile_result(job).kernel_families[-2:] == (["matmul", "elementwise"] if name == "vit_linear" else ["matmul"])
+    assert compile_result(job).kernel_families[-1:] == ["matmul"] and not matmul.promote_shared
     launch = next(launch for launch, op in zip(config.launches, compile_result(job).kernel_ops) if op == matmul.op_index)
     op = _op(job, matmul.op_index)
     tiled = [d for d, t in enumerate(matmul.thread_tile) if t]
     assert [matmul.thread_tile[d] for d in tiled] == [2, 4] and [matmul.block_tile[d] for d in tiled] == [32, 64]
     assert any(op.loop_ranges[d] % 64 for d in tiled)
     k = op.loop_ranges[op.iterator_types.index("reduction")]
-    assert matmul.vectorize and bool(k % matmul.reduction_tile) == masked_k
+    assert matmul.vectorize and k % matmul.reduction_tile
     blocks = [math.ceil(r / b) for r, b in zip(op.loop_ranges, matmul.block_tile) if b]
     assert math.prod(launch.grid) == math.prod(blocks) and math.prod(launch.block) == 256
     ptx = (job / "v0" / "kernels.ptx").read_text()
     assert ".local" not in ptx and "malloc" not in ptx
-    assert ("fma.rn.f32" in ptx) != masked_k  # a masked K step multiplies, selects and adds
+    assert "fma.rn.f32" not in ptx  # a masked K step multiplies, selects and adds
+
+
+def test_v0_stages_a_matmul_without_good_divisors_in_padded_tiles_where_its_grid_fills_the_gpu(tmp_path):
+    """A ViT Linear over 2 x 197 tokens: no staged tile divides its 394 rows; v0 stages 64 x 64 blocks of
+    4 x 4 with K steps of 32, its last row of blocks padded (448 rows' work, within STAGED_PADDING_WORK), 7 x 32
+    blocks for the H100's 132 SMs. The Linear's bias stays a kernel of its own (a reshape lies between)."""
+    job, params, config = compiled(tmp_path, "vit_linear")
+    (matmul,) = [s for s in params.ops if s.family == "matmul"]
+    assert compile_result(job).kernel_families[-2:] == ["matmul", "elementwise"]
+    assert (matmul.promote_shared, matmul.block_tile, matmul.thread_tile, matmul.reduction_tile) == \
+        (True, [64, 64, 0], [4, 4, 0], 32)
+    op = _op(job, matmul.op_index)
+    assert op.loop_ranges[0] % 64 and math.ceil(op.loop_ranges[0] / 64) * 64 / op.loop_ranges[0] <= \
+        templates.STAGED_PADDING_WORK
+    launch = next(launch for launch, op in zip(config.launches, compile_result(job).kernel_ops) if op == matmul.op_index)
+    assert math.prod(launch.grid) == 7 * 32 >= target("sm_90a").sms
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert "ld.shared" in ptx and ".local" not in ptx and "malloc" not in ptx
 
 
 @pytest.mark.parametrize("name, block, thread, k_step, shared", [

@@ -322,6 +322,9 @@ def split_k_to_fill_the_grid(schedule: OpSchedule, anchor: OpInfo, matmul: OpInf
 # unstaged 64 x 64 blocks of 4 x 4 with K steps of 32: 4096^3 f32 1.46x, 1.42x and 1.34x (0.72x of cuBLAS at
 # the first); KernelBench's 1024 x 8192 -> 8192 Gemm + bias + ReLU 1.97x, 1.95x, 1.85x (0.68x of cuBLAS)
 STAGED_SIMT_TILES = (((128, 128), (8, 8), 8), ((128, 64), (8, 4), 16), ((64, 64), (4, 4), 32))
+# where none divides, a matmul alone in its kernel takes the first whose grid fills the GPU with its tiles
+# padded (their loops' extents filling the last in part), if the padded tiles add at most this much work
+STAGED_PADDING_WORK = 1.25
 
 
 # a matmul whose output loops have no divisor near a register-tiled block (ViT's 197 tokens, Swin's 49 per

@@ -13,7 +13,8 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 default_op_schedule, transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
-                                                row_kernel_threads, block_reduction_threads, STAGED_SIMT_TILES)
+                                                row_kernel_threads, block_reduction_threads, STAGED_SIMT_TILES,
+                                                STAGED_PADDING_WORK)
 from workers.compile.schedule.staged_matmul import plan_staged_matmul
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
 from workers.compile.schedule.validation import scalar_partial_tiles
@@ -148,15 +149,22 @@ def staged_simt_schedule(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
                          target: Target) -> OpSchedule | None:
     """`schedule` (the template of a SIMT matmul kernel, over its anchor's loops) with its operands staged in
     shared memory, in the first STAGED_SIMT_TILES entry that divides its two thread loops and K, fills the
-    GPU and that the staging plan takes; None where none does."""
+    GPU and that the staging plan takes; else, for a matmul alone in its kernel, the first that fills the
+    GPU with padded tiles within STAGED_PADDING_WORK; None where none does."""
     anchor = facts[g.anchor].info
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
     reductions = reduction_extents(facts[reduction_member(g, facts)].info)
     if len(dims) != 2 or len(reductions) != 1:
         return None
-    for block, thread, k_step in STAGED_SIMT_TILES:
-        if reductions[0] % k_step or any(anchor.loop_ranges[d] % b for d, b in zip(dims, block)):
-            continue
+    extents = [anchor.loop_ranges[d] for d in dims] + reductions
+
+    def padded_work(block: tuple[int, int], k_step: int) -> float:
+        return math.prod(-(-e // t) * t / e for e, t in zip(extents, [*block, k_step]))
+
+    whole = [t for t in STAGED_SIMT_TILES if padded_work(t[0], t[2]) == 1]
+    padded = [t for t in STAGED_SIMT_TILES if 1 < padded_work(t[0], t[2]) <= STAGED_PADDING_WORK] \
+        if g.producer is None and anchor.family == "matmul" else []
+    for block, thread, k_step in whole + padded:
         staged = dataclasses.replace(schedule, block_tile=list(schedule.block_tile),
                                      thread_tile=list(schedule.thread_tile), reduction_tile=k_step,
                                      vectorize=True, promote_shared=True)
