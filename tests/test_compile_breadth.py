@@ -331,6 +331,42 @@ def test_a_contraction_over_several_column_loops_becomes_a_matmul():
     assert generics[1][1] == generics[2][1] == '"parallel", "parallel", "parallel", "reduction"'
 
 
+ATTENTION_OUTPUT_PROJECTION = """
+#x = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
+#w = affine_map<(d0, d1, d2, d3) -> (d2, d3, d1)>
+#o = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+func.func @forward(%x: tensor<64x8x32xf32>, %w: tensor<8x32x256xf32>) -> tensor<64x256xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x256xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<64x256xf32>) -> tensor<64x256xf32>
+  %mm = linalg.generic {indexing_maps = [#x, #w, #o], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %w : tensor<64x8x32xf32>, tensor<8x32x256xf32>) outs(%init : tensor<64x256xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<64x256xf32>
+  return %mm : tensor<64x256xf32>
+}
+"""
+
+
+def test_a_contraction_over_several_k_loops_becomes_a_matmul():
+    """farm-collapse-contraction-loops on K: an attention block's output projection reads its input as
+    (tokens, heads, head dim) and its weight as (heads, head dim, out), K two loops (MinGPT, ViT, Swin), which
+    the matmul templates neither stage nor tile as one K; collapsed, it multiplies 64 x 256 by 256 x 256, its
+    result (which reads no K loop) as it was."""
+    text = after_pass(ATTENTION_OUTPUT_PROJECTION, collapse_contraction_loops.NAME)
+    assert "tensor.collapse_shape %arg0 [[0], [1, 2]] : tensor<64x8x32xf32> into tensor<64x256xf32>" in text
+    assert "tensor.collapse_shape %arg1 [[0, 1], [2]] : tensor<8x32x256xf32> into tensor<256x256xf32>" in text
+    assert "tensor.expand_shape" not in text
+    (generic,) = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
+    maps = dict(re.findall(r"^(#map\d*) = affine_map<(.*)>$", text, re.M))
+    assert [maps[m] for m in generic[0].split(", ")] == \
+        ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
+    assert generic[1] == '"parallel", "parallel", "reduction"'
+
+
 @pytest.mark.parametrize("name", ["hinge_loss", "channel_mean"])
 def test_a_broadcast_or_strided_reduction_is_spread_over_threads(tmp_path, name):
     """HingeLoss (KernelBench level 1 #100) and a per-channel mean over N, H, W ran in one thread per output:

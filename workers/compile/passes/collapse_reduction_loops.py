@@ -7,7 +7,7 @@ has folded the squared difference into it) ran in one thread, LayerNorm's statis
 in one thread per row. The loops d_a..d_b collapse where they are all the op's reduction loops, every
 operand that reads them reads them as consecutive dims in that order (a tensor.collapse_shape then makes
 those dims one) and through no other dim, the body asks for no loop index, and the op is no contraction
-(a matmul's K over several loops stays for the matmul templates).
+(farm-collapse-contraction-loops collapses a matmul's loops).
 
 Runs after linalg-fuse-elementwise-ops, whose reshape propagation would expand the loops again to fuse a
 producer, and after linalg-fold-unit-extent-dims; before farm-scalar-unit-loop.
