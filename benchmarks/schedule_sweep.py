@@ -128,20 +128,27 @@ IMG2COL_VARIANTS = [
     Variant("8x4 per thread", "matmul", {"thread_tile": [0, 8, 4, 0]}),
     Variant("16x4 per thread", "matmul", {"thread_tile": [0, 16, 4, 0]}),
     Variant("16x8 per thread", "matmul", {"thread_tile": [0, 16, 8, 0]}),
+    # the block gathers each K step's image tile and copies its filter tile into shared memory once
+    Variant("staged (promote_shared)", "matmul", {"promote_shared": True}),
+    Variant("staged, 8x4 per thread", "matmul", {"promote_shared": True, "thread_tile": [0, 8, 4, 0]}),
 ]
 
 
 # a matmul over 8 x 197 tokens, one loop of 1576 rows since farm-collapse-contraction-loops (loops rows, n, k): v0
-# takes 32x64 blocks of 2x4 per thread, the last block of rows masked. Over (batch, tokens, n, k), on the H100: 1.87x
-# over the divisor template it replaces (a block per token row of 64 outputs, one each) and 2.03x over 64x64
-# blocks of 4x4 (schedule_sweep_h200.md 2026-12-05 09:26)
+# took 32x64 blocks of 2x4 per thread, the last block of rows masked (now staged 128x128 blocks, padded). Over
+# (batch, tokens, n, k), on the H100: 1.87x over the divisor template it replaces (a block per token row of 64
+# outputs, one each) and 2.03x over 64x64 blocks of 4x4 (schedule_sweep_h200.md 2026-12-05 09:26)
+UNSTAGED = {"promote_shared": False, "reduction_tile": 32}  # the masked kernels' K steps before staging
 MASKED_VARIANTS = [
     Variant("the divisor template: a block per row, one output per thread", "matmul",
-            {"block_tile": [1, 64, 0], "thread_tile": [1, 1, 0]}),
-    Variant("64x64 blocks of 4x4", "matmul", {"block_tile": [64, 64, 0], "thread_tile": [4, 4, 0]}),
-    Variant("16x64 blocks of 1x4", "matmul", {"block_tile": [16, 64, 0], "thread_tile": [1, 4, 0]}),
-    Variant("32x32 blocks of 2x2", "matmul", {"block_tile": [32, 32, 0], "thread_tile": [2, 2, 0]}),
-    Variant("32x128 blocks of 2x8", "matmul", {"block_tile": [32, 128, 0], "thread_tile": [2, 8, 0]}),
+            {"block_tile": [1, 64, 0], "thread_tile": [1, 1, 0], **UNSTAGED}),
+    Variant("64x64 blocks of 4x4", "matmul", {"block_tile": [64, 64, 0], "thread_tile": [4, 4, 0], **UNSTAGED}),
+    Variant("16x64 blocks of 1x4", "matmul", {"block_tile": [16, 64, 0], "thread_tile": [1, 4, 0], **UNSTAGED}),
+    Variant("32x32 blocks of 2x2", "matmul", {"block_tile": [32, 32, 0], "thread_tile": [2, 2, 0], **UNSTAGED}),
+    Variant("32x128 blocks of 2x8", "matmul", {"block_tile": [32, 128, 0], "thread_tile": [2, 8, 0], **UNSTAGED}),
+    # v0 stages its tiles padded since 2026-12-06 (STAGED_PADDING_WORK): against the masked v0 before
+    Variant("unstaged 32x64 blocks of 2x4, masked (v0 before)", "matmul",
+            {"block_tile": [32, 64, 0], "thread_tile": [2, 4, 0], **UNSTAGED}),
 ]
 
 

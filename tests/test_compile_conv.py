@@ -133,6 +133,28 @@ def test_wider_img2col_thread_tiles_keep_their_vectors_in_registers(jobs):
     _check_ptx(job / "v3")
 
 
+def test_a_staged_img2col_conv_gathers_each_k_step_into_shared_memory_once_per_block(jobs):
+    """promote_shared on the ResNet 3x3 conv's img2col kernel: per K step of 9 (one input channel's 3x3), the
+    block's threads gather the 9 x 112 image tile into shared memory (a gather each, fused into the K loop;
+    unstaged, the 8 threads of a pixel column each gathered it again) and copy the 64 x 9 filter tile (72 of
+    them, 8 rows each), then compute their 8 x 8 tiles from shared memory, the accumulator in registers."""
+    job = jobs["conv3x3_resnet"]
+    params = initial_params(str(job))
+    conv = next(s for s in params.ops if s.img2col)
+    conv.promote_shared = True
+    result = compile_iteration(str(job), 6, params)
+    assert result.ok, f"{result.stage}: {result.error}"
+    gpu = (job / "v6" / "gpu.mlir").read_text()
+    buffers = set(re.findall(r"memref.global \"private\" @__farm_shared_\d+ : memref<([\dx]+)xf32", gpu))
+    assert buffers == {"64x9", "1x9x112"}
+    kernel = gpu[gpu.index("farm.anchor = %d" % conv.op_index):]
+    k_loop = kernel[kernel.index("scf.for"):]
+    assert re.search(r"memref.store %\w+, %\w+\[.*\] : memref<1x9x1xf32, .*#gpu.address_space<workgroup>>", k_loop)
+    assert "iter_args" in k_loop.splitlines()[0] and "vector<8x8xf32>" in k_loop.splitlines()[0]
+    assert ".local" not in (job / "v6" / "kernels.ptx").read_text()
+    _check_ptx(job / "v6")
+
+
 @pytest.mark.parametrize("field, value, reason", [
     ("block_tile", [1, 0, 64, 0], "the tile 64 of loop 2 must divide or be a multiple of each of [56]"),
     ("thread_tile", [0, 4, 3, 0], "the tile 3 of loop 2 must divide or be a multiple of each of [56]"),

@@ -20,13 +20,18 @@ LINEAR_THREADS = "#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>"
 
 def copy_tile(shape: tuple[int, ...], threads: int, element_bytes: int) -> tuple[int, int]:
     """A thread's (rows, columns) of a block-wide copy of a tile whose last two dims are `shape`'s: rows of
-    up to one 128-bit load of neighbouring elements, every thread busy where the shape allows it."""
+    up to one 128-bit load of neighbouring elements, every thread busy where the shape allows it; else (a
+    row of 9, a 3x3 kernel's K step) an element per thread and row, the rows shared by as many threads as
+    divide them."""
     rows, columns = shape[-2:]
     widest = LOAD_BYTES // element_bytes
     for v in (widest, widest // 2, widest // 4, 1):
         cols = columns // v if v and columns % v == 0 else 0
         if cols and threads % cols == 0 and rows % (threads // cols) == 0:
             return rows // (threads // cols), v
+    if columns <= threads:
+        sharing = max(d for d in range(1, threads // columns + 1) if rows % d == 0)
+        return rows // sharing, 1
     return rows, columns if columns <= widest else 1
 
 
@@ -36,24 +41,28 @@ def copy_pieces(shape: tuple[int, ...], threads: int, element_bytes: int) -> int
     return (shape[-2] // rows) * (shape[-1] // cols)
 
 
-def emit_operand_tiles(k: str, op: tb.Handle, inputs: list[str], result: str, loops: int) -> tb.Handle:
-    """The K step `op` (of `loops` loops) reading copies of its input tiles (element types `inputs`), its
-    result (`result`) in place; returns the padded op."""
+def emit_operand_tiles(k: str, op: tb.Handle, inputs: list[str], result: str, loops: int,
+                       copied: list[bool] | None = None) -> tb.Handle:
+    """The K step `op` (of `loops` loops) reading copies of its input tiles (element types `inputs`; those
+    `copied`, default all), its result (`result`) in place; returns the padded op."""
     zeros = ir.ArrayAttr.get([ir.FloatAttr.get(ir.Type.parse(t), 0.0) for t in [*inputs, result]])
+    copied = copied or [True] * len(inputs)
     return structured.PadOp(op, padding_values=zeros, padding_dimensions=list(range(loops)),
-                            nofold_flags=[1] * len(inputs) + [0], copy_back_op="none",
+                            nofold_flags=[int(c) for c in copied] + [0], copy_back_op="none",
                             loc=ir.Location.name(f"{k}_pd")).padded
 
 
 def emit_operand_copies(k: str, padded: tb.Handle, tiles: list[tuple[tuple[int, ...], int]], threads: int,
-                        row_mark: str | None = None, vectorize: list[int] = ()) -> None:
+                        row_mark: str | None = None, vectorize: list[int] = (), inputs: list[int] | None = None) -> None:
     """Each input i of `padded` ((its tile's shape, element bytes) in `tiles`) copied by the block's
     `threads`: the pad becomes a linalg.copy into a tensor.empty, tiled over the threads (copy_tile),
     each thread's piece in a loop of rows. `row_mark`: annotate each row loop with its trip count (the
     pipeliner unrolls them). The rows of the inputs in `vectorize` become vector transfers on tensors
     already (emit_staged_copies does the others after bufferization), for patterns that fold their
-    source's pad into the reads."""
+    source's pad into the reads. `inputs`: only these (default all)."""
     for i, (shape, element_bytes) in enumerate(tiles):
+        if inputs is not None and i not in inputs:
+            continue
         rows, cols = copy_tile(shape, threads, element_bytes)
         outer = [0] * (len(shape) - 2)
         structured.RewriteInDestinationPassingStyleOp(tb.any_op(), tb.producer_of(padded, i, f"{k}_pad{i}"),

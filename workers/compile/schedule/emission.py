@@ -23,7 +23,8 @@ from workers.compile.schedule.templates import PARTIAL_LOADS, img2col_op, split_
 from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, forall_mapping,
                                             linear_grid, threads_per_loop)
 from workers.compile.schedule.v0 import with_every_kernel
-from workers.compile.schedule.staged_matmul import StagedMatmul, emit_registers_across_k_steps, emit_staged_matmul
+from workers.compile.schedule.staged_matmul import (StagedMatmul, emit_registers_across_k_steps, emit_staged_img2col,
+                                                    emit_staged_matmul)
 from workers.compile.schedule.validation import (interleaved_columns, masked_tiles, masked_vector_sizes, mma_plan,
                                                  staged_plan, validate)
 from workers.compile.tensor_core import (MmaPlan, emit_mma_contracts, emit_mma_group, emit_multibuffers,
@@ -262,6 +263,11 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         fill = next((tb.producer_of(payload.ops[op], operand, f"{k}_fill") for op, operand in g.fills
                      if op == plan.matmul), None)
         emit_mma_group(kernel, k, plan, payload.ops, fill, s)
+        return []
+    if s.img2col and kernel in staged:
+        gather, matmul = payload.img2col[g.anchor]
+        fill = tb.producer_of(matmul, 2, f"{k}_fill0") if g.fills else None
+        emit_staged_img2col(kernel, k, s, staged[kernel], facts[g.anchor].info, gather, matmul, fill)
         return []
     if s.img2col:
         return _emit_img2col_group(kernel, k, g, s, facts, payload.img2col[g.anchor])

@@ -21,6 +21,10 @@ step). Its accumulator's pad folds into the fill; each K step's copies read the 
 the pad-vectorization patterns fold it into those reads (out of bounds: the padding value, zero), so no
 padded copy of an input exists; a padded result tile is block-local and copied back to the output's part,
 masked (staging.emit_partial_tile_copy). The padded rows and columns cost the work of whole tiles.
+
+An NCHW conv through img2col stages the same way (emit_staged_img2col): its filter tile is copied, and its
+gather, fused into the K loop and spread over the block's threads, writes the step's image tile into shared
+memory, where without staging each thread gathered its own columns (the threads of a pixel column each again).
 """
 from __future__ import annotations
 
@@ -38,9 +42,9 @@ from workers.compile import transform_builder as tb
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import Group
 from workers.compile.schedule.tiles import forall_mapping, linear_grid, threads_per_loop
-from workers.compile.staging import (copy_pieces, copy_tile, emit_operand_copies, emit_operand_tiles,
+from workers.compile.staging import (LINEAR_THREADS, copy_pieces, copy_tile, emit_operand_copies, emit_operand_tiles,
                                      emit_partial_tile_copy)
-from workers.records import ELEMENT_BYTES, OpSchedule
+from workers.records import ELEMENT_BYTES, OpInfo, OpSchedule, img2col_op
 from workers.target import Target
 
 ir = tb.ir
@@ -80,6 +84,8 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
     """The staged plan of a SIMT group whose schedule has promote_shared, or a ValueError that says why
     its kernel cannot stage its operands."""
     anchor = facts[g.anchor].info
+    if s.img2col:
+        return _plan_staged_img2col(s, anchor, facts[g.anchor].input_dtypes, target)
     if anchor.family == "matmul" and g.producer is None:
         matmul, epilogue = facts[g.anchor], None
     elif g.producer is not None and facts[g.producer].info.family == "matmul" and anchor.family == "elementwise":
@@ -88,8 +94,8 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
         raise ValueError("promote_shared stages a matmul's operands: the kernel must be a matmul, alone or fused "
                          f"into an elementwise consumer, not {anchor.name} ({anchor.family})")
     op = matmul.info
-    if s.img2col or s.split_reduction or s.block_reduction or s.pipeline_depth or s.copies_ahead:
-        raise ValueError("a SIMT kernel stages its operands without img2col, split_reduction, block_reduction, "
+    if s.split_reduction or s.block_reduction or s.pipeline_depth or s.copies_ahead:
+        raise ValueError("a SIMT kernel stages its operands without split_reduction, block_reduction, "
                          "pipeline_depth or copies_ahead")
     reductions = [d for d, it in enumerate(op.iterator_types) if it == "reduction"]
     parallel = [d for d, it in enumerate(op.iterator_types) if it == "parallel"]
@@ -137,6 +143,65 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
         raise ValueError(f"the staged tiles ({staged} bytes{' with the result tile' if result_bytes else ''}) exceed "
                          f"the {target.shared_bytes_per_block} bytes of shared memory a block has on {target.chip}")
     return plan
+
+
+def _plan_staged_img2col(s: OpSchedule, conv: OpInfo, dtypes: list[str], target: Target) -> StagedMatmul:
+    """An NCHW conv's img2col matmul (n, f, pixels, k) staged: each K step's filter tile [f, k] copied, its
+    gathered image tile [1, k, pixels] computed by the block's threads straight into shared memory."""
+    if conv.name != "linalg.conv_2d_nchw_fchw":
+        raise ValueError(f"staging an img2col conv takes linalg.conv_2d_nchw_fchw, not {conv.name}")
+    if s.split_reduction or s.block_reduction or s.pipeline_depth or s.copies_ahead:
+        raise ValueError("a staged img2col conv takes no split_reduction, block_reduction, pipeline_depth or "
+                         "copies_ahead")
+    op = img2col_op(conv)
+    k_extent = op.loop_ranges[3]
+    if not s.reduction_tile or s.reduction_tile >= k_extent or k_extent % s.reduction_tile:
+        raise ValueError(f"the K step (reduction_tile {s.reduction_tile}) must divide K={k_extent} and be shorter")
+    block = [b or r for b, r in zip(s.block_tile, op.loop_ranges)]
+    block[3] = s.reduction_tile
+    if block[0] != 1 or any(r % b for r, b in zip(op.loop_ranges, block)):
+        raise ValueError(f"a staged img2col conv takes a block of one image and tiles that divide its loops "
+                         f"{op.loop_ranges}, not {block}")
+    element_bytes = ELEMENT_BYTES.get(dtypes[0], 4)
+    tiles = [((block[1], block[3]), element_bytes), ((1, block[3], block[2]), element_bytes)]
+    plan = StagedMatmul(conv.index, None, 3, s.reduction_tile, threads_per_loop(s, op), tiles, block)
+    if any(copy_pieces(shape, plan.block_threads, b) > plan.block_threads for shape, b in tiles):
+        raise ValueError(f"the {plan.block_threads} threads cannot copy a K step's tiles {[t for t, _ in tiles]} "
+                         "in one pass")
+    staged = sum(math.prod(shape) * b for shape, b in tiles)
+    if staged > target.shared_bytes_per_block:
+        raise ValueError(f"the staged tiles ({staged} bytes) exceed the {target.shared_bytes_per_block} bytes of "
+                         f"shared memory a block has on {target.chip}")
+    return plan
+
+
+def emit_staged_img2col(kernel: int, k: str, s: OpSchedule, plan: StagedMatmul, conv: OpInfo, gather: tb.Handle,
+                        matmul: tb.Handle, fill: tb.Handle | None) -> None:
+    """An img2col conv staged (_plan_staged_img2col): the block steps over K, its threads copying the step's
+    filter tile and gathering its image tile into shared memory, then each computing its register tile."""
+    op = img2col_op(conv)
+    mapping = forall_mapping("thread", sum(1 for n in plan.threads if n))
+    block, grid = tb.tile_forall(matmul, forall_mapping("block", sum(1 for b in s.block_tile if b),
+                                                        bool(linear_grid(s, op))), tile_sizes=s.block_tile,
+                                 name=f"{k}_b")
+    gathered, grid = tb.fuse_into(gather, grid, f"{k}_gb")
+    if fill is not None:
+        fill, grid = tb.fuse_into(fill, grid, f"{k}_f0b")
+    tb.mark(grid, kernel_marks.KERNEL, kernel, name=f"{k}_id")
+    if fill is not None:
+        tb.vectorize(tb.tile_forall(fill, mapping, num_threads=plan.threads[:3], name=f"{k}_f0t")[0])
+    step, k_loop = tb.tile_for(block, [0, 0, 0, plan.k_step], f"{k}_mk")
+    gathered, _ = tb.fuse_into(gathered, k_loop, f"{k}_gk")
+    # the gathered tile's tensor.empty, block-local (shared memory) instead of a slice of the whole image's
+    tb.apply_patterns(grid, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)
+    padded = emit_operand_tiles(k, step, [conv.dtype, conv.dtype], conv.dtype, 4, copied=[True, False])
+    emit_operand_copies(k, padded, plan.operand_tiles, plan.block_threads, inputs=[0])
+    shape, element_bytes = plan.operand_tiles[1]
+    rows, cols = copy_tile(shape, plan.block_threads, element_bytes)
+    tb.tile_forall(gathered, LINEAR_THREADS, tile_sizes=[0, rows, cols], name=f"{k}_gt")
+    thread_op, _ = tb.tile_forall(padded, mapping, num_threads=plan.threads, name=f"{k}_t")
+    if s.vectorize:
+        tb.vectorize(thread_op)
 
 
 def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: StagedMatmul,
