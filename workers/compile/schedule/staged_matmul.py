@@ -94,9 +94,7 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
         raise ValueError("promote_shared stages a matmul's operands: the kernel must be a matmul, alone or fused "
                          f"into an elementwise consumer, not {anchor.name} ({anchor.family})")
     op = matmul.info
-    if s.split_reduction or s.block_reduction or s.pipeline_depth or s.copies_ahead:
-        raise ValueError("a SIMT kernel stages its operands without split_reduction, block_reduction, "
-                         "pipeline_depth or copies_ahead")
+    _check_knobs(s)
     reductions = [d for d, it in enumerate(op.iterator_types) if it == "reduction"]
     parallel = [d for d, it in enumerate(op.iterator_types) if it == "parallel"]
     if len(reductions) != 1:
@@ -132,17 +130,29 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
     padded = [i for i, loops in enumerate(matmul.input_loops) if set(loops) & set(partial)]
     plan = StagedMatmul(op.index, epilogue, k_loop, s.reduction_tile, threads, tiles, block, partial, padded,
                         ELEMENT_BYTES.get(op.dtype, 4))
-    for i, (shape, element_bytes) in enumerate(tiles):
+    # a fused matmul's block tile, or a partial one padded, is a block-local tensor
+    _check_fits(plan, math.prod(plan.result_tile) * plan.result_bytes if epilogue or plan.partial_result else 0,
+                target)
+    return plan
+
+
+def _check_knobs(s: OpSchedule) -> None:
+    if s.split_reduction or s.block_reduction or s.pipeline_depth or s.copies_ahead:
+        raise ValueError("a SIMT kernel stages its operands without split_reduction, block_reduction, "
+                         "pipeline_depth or copies_ahead")
+
+
+def _check_fits(plan: StagedMatmul, result_bytes: int, target: Target) -> None:
+    """That the block's threads copy each K step's tiles in one pass, and that the tiles (with the
+    block-local result tile of `result_bytes`) fit the target's shared memory."""
+    for i, (shape, element_bytes) in enumerate(plan.operand_tiles):
         if copy_pieces(shape, plan.block_threads, element_bytes) > plan.block_threads:
             raise ValueError(f"the {plan.block_threads} threads cannot copy input {i}'s {list(shape)} tile "
                              "in one pass")
-    # a fused matmul's block tile, or a partial one padded, is a block-local tensor
-    result_bytes = math.prod(plan.result_tile) * plan.result_bytes if epilogue or plan.partial_result else 0
-    staged = sum(math.prod(shape) * b for shape, b in tiles) + result_bytes
+    staged = sum(math.prod(shape) * b for shape, b in plan.operand_tiles) + result_bytes
     if staged > target.shared_bytes_per_block:  # past 48 KB: farm-large-shared-to-dynamic
         raise ValueError(f"the staged tiles ({staged} bytes{' with the result tile' if result_bytes else ''}) exceed "
                          f"the {target.shared_bytes_per_block} bytes of shared memory a block has on {target.chip}")
-    return plan
 
 
 def _plan_staged_img2col(s: OpSchedule, conv: OpInfo, dtypes: list[str], target: Target) -> StagedMatmul:
@@ -150,9 +160,7 @@ def _plan_staged_img2col(s: OpSchedule, conv: OpInfo, dtypes: list[str], target:
     gathered image tile [1, k, pixels] computed by the block's threads straight into shared memory."""
     if conv.name != "linalg.conv_2d_nchw_fchw":
         raise ValueError(f"staging an img2col conv takes linalg.conv_2d_nchw_fchw, not {conv.name}")
-    if s.split_reduction or s.block_reduction or s.pipeline_depth or s.copies_ahead:
-        raise ValueError("a staged img2col conv takes no split_reduction, block_reduction, pipeline_depth or "
-                         "copies_ahead")
+    _check_knobs(s)
     op = img2col_op(conv)
     k_extent = op.loop_ranges[3]
     if not s.reduction_tile or s.reduction_tile >= k_extent or k_extent % s.reduction_tile:
@@ -165,13 +173,7 @@ def _plan_staged_img2col(s: OpSchedule, conv: OpInfo, dtypes: list[str], target:
     element_bytes = ELEMENT_BYTES.get(dtypes[0], 4)
     tiles = [((block[1], block[3]), element_bytes), ((1, block[3], block[2]), element_bytes)]
     plan = StagedMatmul(conv.index, None, 3, s.reduction_tile, threads_per_loop(s, op), tiles, block)
-    if any(copy_pieces(shape, plan.block_threads, b) > plan.block_threads for shape, b in tiles):
-        raise ValueError(f"the {plan.block_threads} threads cannot copy a K step's tiles {[t for t, _ in tiles]} "
-                         "in one pass")
-    staged = sum(math.prod(shape) * b for shape, b in tiles)
-    if staged > target.shared_bytes_per_block:
-        raise ValueError(f"the staged tiles ({staged} bytes) exceed the {target.shared_bytes_per_block} bytes of "
-                         f"shared memory a block has on {target.chip}")
+    _check_fits(plan, 0, target)
     return plan
 
 
