@@ -11,7 +11,7 @@ from typing import Callable
 
 from rules.guide import load
 from workers.records import (V0_REDUCTION_TILE, WARP_SIZE, WARPGROUP_THREADS,
-                             OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_applies,
+                             OpInfo, OpSchedule, ScheduleEdit, default_split_factor, img2col_applies, img2col_of_nchw,
                              leaves_partial_tiles, reduction_extents, tile_error, warp_can_merge, wgmma_k_step)
 from workers.target import Target
 
@@ -110,12 +110,14 @@ def enable_fusion(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdi
 
 def enable_promote(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     """A matmul kernel's A and B tiles staged in shared memory per K step: an mma.sync kernel's, or a SIMT
-    one's that steps over K with a register tile per thread (schedule/staged_matmul.py; not through
-    img2col, not split)."""
+    one's that steps over K with a register tile per thread (schedule/staged_matmul.py; not split; through
+    img2col, an NCHW conv's in more than one K step)."""
     if s.promote_shared or s.tensor_core == "wgmma":
         return None
-    simt = s.tensor_core == "none" and s.family == "matmul" and not (s.img2col or s.split_reduction) \
+    simt = s.tensor_core == "none" and s.family == "matmul" and not s.split_reduction \
         and s.reduction_tile and any(s.thread_tile)
+    if s.img2col:  # `op` is its img2col matmul (advisor._route)
+        simt = simt and img2col_of_nchw(op) and s.reduction_tile < op.loop_ranges[3]
     if s.tensor_core != "mma_sync" and not simt:
         return None
     return ScheduleEdit(s.op_index, "promote_shared", True)

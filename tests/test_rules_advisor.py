@@ -592,6 +592,21 @@ def test_edits_of_an_img2col_schedule_keep_its_tiles_aligned_to_the_gather():
     assert edit_for("double_thread_tile", v0, unaligned, True, H200) == ScheduleEdit(0, "thread_tile", [0, 8, 16, 0])
 
 
+def test_an_nchw_img2col_conv_may_be_staged_in_more_than_one_k_step():
+    """promote_shared on an img2col kernel (staged_matmul.emit_staged_img2col): proposed for the ResNet conv's
+    K steps of 9 of 576, not where one K step is the whole K (a 1x1 conv over 3 channels), nor for an NHWC
+    conv, which staging does not take."""
+    conv = OpInfo(0, "linalg.conv_2d_nchw_fchw", "conv", [32, 64, 56, 56, 64, 3, 3],
+                  ["parallel"] * 4 + ["reduction"] * 3, "f32")
+    v0 = OpSchedule(0, "matmul", [1, 0, 112, 0], [0, 8, 8, 0], reduction_tile=9, vectorize=True, img2col=True)
+    assert edit_for("enable_promote", v0, img2col_op(conv), True, H200) == ScheduleEdit(0, "promote_shared", True)
+    one_step = dataclasses.replace(conv, loop_ranges=[32, 64, 56, 56, 3, 1, 1])
+    assert edit_for("enable_promote", dataclasses.replace(v0, reduction_tile=3), img2col_op(one_step), True,
+                    H200) is None
+    nhwc = dataclasses.replace(conv, name="linalg.conv_2d_nhwc_hwcf", loop_ranges=[32, 56, 56, 64, 3, 3, 64])
+    assert edit_for("enable_promote", v0, img2col_op(nhwc), True, H200) is None
+
+
 def test_a_kernel_in_a_host_loop_weighs_its_runs():
     """A recurrent layer's step kernel is profiled once but runs once per time step: 512 runs of 10 us
     outweigh one 100 us launch, so the advice goes to the step's op."""

@@ -179,6 +179,12 @@ def img2col_op(op: OpInfo) -> OpInfo:
                   tile_alignments=[alignments.get(d, []) for d in range(len(ranges))])
 
 
+def img2col_of_nchw(op: OpInfo) -> bool:
+    """Whether `op`, an img2col_op, is an NCHW conv's (n, f, pixels, k): its pixel loop, which the gather takes
+    apart by the output width, is loop 2 (an NHWC conv's is loop 1)."""
+    return len(op.tile_alignments) == 4 and bool(op.tile_alignments[2])
+
+
 def img2col_applies(op: OpInfo) -> bool:
     """Whether structured.convert_conv2d_to_img2col takes the op: a 2-D conv of IMG2COL_CONVS, undilated."""
     return op.name in IMG2COL_CONVS and len(op.loop_ranges) == 7 and all(d == 1 for d in op.dilations)
