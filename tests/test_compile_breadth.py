@@ -185,10 +185,9 @@ def test_a_kernel_loop_carries_a_tile_it_reads_and_writes_only_where_nothing_els
     assert notes == [f"{hoist_accumulators.NAME}: loops: 1 tiles carried in registers across their loops"]
 
 
-BLOCK_LOOPS_THEN_SHARED_READS = """
-module attributes {gpu.container_module} {
-  gpu.module @kernels {
-    gpu.func @copy_back(%out: memref<64x64xf32>) kernel {
+# a kernel whose block-wide loop leaves its accumulator to be written to shared memory, then read at READ
+BLOCK_LOOP_THEN_SHARED_READ = """
+    gpu.func @NAME(%out: memref<64x64xf32>) kernel {
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
       %c4 = arith.constant 4 : index
@@ -201,31 +200,11 @@ module attributes {gpu.container_module} {
         scf.yield %a : vector<4x4xf32>
       }
       vector.transfer_write %acc, %tile[%c0, %c4] {in_bounds = [true, true]} : vector<4x4xf32>, memref<8x8xf32, #gpu.address_space<workgroup>>
-      %read = vector.transfer_read %tile[%c4, %c0], %pad {in_bounds = [true, true]} : memref<8x8xf32, #gpu.address_space<workgroup>>, vector<4x4xf32>
+      %read = vector.transfer_read %tile[READ], %pad {in_bounds = [true, true]} : memref<8x8xf32, #gpu.address_space<workgroup>>, vector<4x4xf32>
       vector.transfer_write %read, %out[%c0, %c0] {in_bounds = [true, true]} : vector<4x4xf32>, memref<64x64xf32>
       gpu.barrier
       gpu.return
     }
-    gpu.func @own_tile(%out: memref<64x64xf32>) kernel {
-      %c0 = arith.constant 0 : index
-      %c1 = arith.constant 1 : index
-      %c4 = arith.constant 4 : index
-      %c8 = arith.constant 8 : index
-      %pad = arith.constant 0.0 : f32
-      %zero = arith.constant dense<0.0> : vector<4x4xf32>
-      %tile = memref.alloca() : memref<8x8xf32, #gpu.address_space<workgroup>>
-      %acc = scf.for %i = %c0 to %c8 step %c1 iter_args(%a = %zero) -> (vector<4x4xf32>) {
-        gpu.barrier
-        scf.yield %a : vector<4x4xf32>
-      }
-      vector.transfer_write %acc, %tile[%c0, %c4] {in_bounds = [true, true]} : vector<4x4xf32>, memref<8x8xf32, #gpu.address_space<workgroup>>
-      %read = vector.transfer_read %tile[%c0, %c4], %pad {in_bounds = [true, true]} : memref<8x8xf32, #gpu.address_space<workgroup>>, vector<4x4xf32>
-      vector.transfer_write %read, %out[%c0, %c0] {in_bounds = [true, true]} : vector<4x4xf32>, memref<64x64xf32>
-      gpu.barrier
-      gpu.return
-    }
-  }
-}
 """
 
 
@@ -234,7 +213,10 @@ def test_a_block_loops_hoisted_shared_write_is_synced_before_another_threads_par
     read at another thread's place (a padded tile's copy back, in straight-line code, which found the barrier
     after it and read garbage on the H100): a barrier right after the write. Read back at the thread's own
     place (a staged epilogue's own tile), it needs none."""
-    text = after_pass(BLOCK_LOOPS_THEN_SHARED_READS, "farm-sync-after-block-loops")
+    kernels = [BLOCK_LOOP_THEN_SHARED_READ.replace("NAME", name).replace("READ", read)
+               for name, read in (("copy_back", "%c4, %c0"), ("own_tile", "%c0, %c4"))]
+    text = after_pass("module attributes {gpu.container_module} {\n  gpu.module @kernels {" + "".join(kernels) + "  }\n}",
+                      "farm-sync-after-block-loops")
     copy_back, own_tile = text.split("gpu.func")[1:]
     assert re.search(r"vector.transfer_write %\w+, %alloca\[%c0, %c4\].*\n\s*gpu.barrier\n\s*%\w+ = "
                      r"vector.transfer_read %alloca\[%c4, %c0\]", copy_back), copy_back
