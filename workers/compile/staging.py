@@ -8,6 +8,8 @@ each becomes a copy into a block-local tensor, which bufferization allocates in 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from numba_cuda_mlir._mlir.dialects.transform import structured
 
 from workers.compile import transform_builder as tb
@@ -53,7 +55,8 @@ def emit_operand_tiles(k: str, op: tb.Handle, inputs: list[str], result: str, lo
 
 
 def emit_operand_copies(k: str, padded: tb.Handle, tiles: list[tuple[tuple[int, ...], int]], threads: int,
-                        row_mark: str | None = None, vectorize: list[int] = (), inputs: list[int] | None = None) -> None:
+                        row_mark: str | None = None, vectorize: Sequence[int] = (),
+                        inputs: Sequence[int] | None = None) -> None:
     """Each input i of `padded` ((its tile's shape, element bytes) in `tiles`) copied by the block's
     `threads`: the pad becomes a linalg.copy into a tensor.empty, tiled over the threads (copy_tile),
     each thread's piece in a loop of rows. `row_mark`: annotate each row loop with its trip count (the

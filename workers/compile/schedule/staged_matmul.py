@@ -104,8 +104,6 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
     k_loop, k_extent = reductions[0], op.loop_ranges[reductions[0]]
     if not s.reduction_tile or s.reduction_tile >= k_extent:
         raise ValueError(f"the K step (reduction_tile {s.reduction_tile}) must be shorter than K={k_extent}")
-    if not any(s.thread_tile):
-        raise ValueError("the block's threads each compute a tile of the step's outputs: thread_tile must be set")
     # the schedule's tiles are the anchor's: the matmul's own loops, or an epilogue's, which are the matmul's
     # parallel loops in order (grouping fuses through identity maps)
     anchor_loops = parallel if epilogue is not None else range(len(op.loop_ranges))
@@ -140,6 +138,8 @@ def _check_knobs(s: OpSchedule) -> None:
     if s.split_reduction or s.block_reduction or s.pipeline_depth or s.copies_ahead:
         raise ValueError("a SIMT kernel stages its operands without split_reduction, block_reduction, "
                          "pipeline_depth or copies_ahead")
+    if not any(s.thread_tile):
+        raise ValueError("the block's threads each compute a tile of the step's outputs: thread_tile must be set")
 
 
 def _check_fits(plan: StagedMatmul, result_bytes: int, target: Target) -> None:
