@@ -43,13 +43,17 @@ def copy_pieces(shape: tuple[int, ...], threads: int, element_bytes: int) -> int
     return (shape[-2] // rows) * (shape[-1] // cols)
 
 
+def zero_paddings(types: list[str]) -> ir.ArrayAttr:
+    """structured.pad's padding values: a zero of each operand's element type."""
+    return ir.ArrayAttr.get([ir.FloatAttr.get(ir.Type.parse(t), 0.0) for t in types])
+
+
 def emit_operand_tiles(k: str, op: tb.Handle, inputs: list[str], result: str, loops: int,
                        copied: list[bool] | None = None) -> tb.Handle:
     """The K step `op` (of `loops` loops) reading copies of its input tiles (element types `inputs`; those
     `copied`, default all), its result (`result`) in place; returns the padded op."""
-    zeros = ir.ArrayAttr.get([ir.FloatAttr.get(ir.Type.parse(t), 0.0) for t in [*inputs, result]])
     copied = copied or [True] * len(inputs)
-    return structured.PadOp(op, padding_values=zeros, padding_dimensions=list(range(loops)),
+    return structured.PadOp(op, padding_values=zero_paddings([*inputs, result]), padding_dimensions=list(range(loops)),
                             nofold_flags=[int(c) for c in copied] + [0], copy_back_op="none",
                             loc=ir.Location.name(f"{k}_pd")).padded
 

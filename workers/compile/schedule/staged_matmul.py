@@ -43,7 +43,7 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import Group
 from workers.compile.schedule.tiles import forall_mapping, linear_grid, threads_per_loop
 from workers.compile.staging import (LINEAR_THREADS, copy_pieces, copy_tile, emit_operand_copies, emit_operand_tiles,
-                                     emit_partial_tile_copy)
+                                     emit_partial_tile_copy, zero_paddings)
 from workers.records import ELEMENT_BYTES, OpInfo, OpSchedule, img2col_op
 from workers.target import Target
 
@@ -259,9 +259,8 @@ def _emit_padded_block(k: str, block: tb.Handle, plan: StagedMatmul, matmul: Lin
     partial loops, to multiples of the block tile and the K step; the accumulator's pad folds into its
     fill), a padded result copied back to the output's part (copy_back_op linalg.copy, block-local).
     Returns the padded op and the copy back (None where the output is not padded)."""
-    zeros = ir.ArrayAttr.get([ir.FloatAttr.get(ir.Type.parse(t), 0.0) for t in [*matmul.input_dtypes, matmul.info.dtype]])
     tiles = [plan.block[d] for d in plan.partial]
-    op = structured.PadOp(block, padding_values=zeros, padding_dimensions=plan.partial, pad_to_multiple_of=tiles,
+    op = structured.PadOp(block, padding_values=zero_paddings([*matmul.input_dtypes, matmul.info.dtype]), padding_dimensions=plan.partial, pad_to_multiple_of=tiles,
                           nofold_flags=[0] * (len(matmul.input_dtypes) + 1),
                           copy_back_op="linalg.copy" if plan.partial_result else "none",
                           loc=ir.Location.name(f"{k}_blockpad"))
