@@ -10,7 +10,7 @@ from conftest import lower_zoo
 
 from workers.compile import ScheduleError, apply_edit, compile_iteration, initial_params
 from workers.compile.pipeline import PassPipeline
-from workers.compile.schedule.templates import default_op_schedule, split_k_to_fill_the_grid
+from workers.compile.schedule.templates import chunk_k_step, default_op_schedule, split_k_to_fill_the_grid
 from workers.compile.schedule.tiles import block_dims, threads_per_loop
 from workers.records import OpInfo, OpSchedule, ScheduleEdit
 
@@ -196,6 +196,16 @@ def test_a_simt_matmul_splits_k_until_its_grid_has_2048_warps(outputs, block, th
     split_k_to_fill_the_grid(schedule, anchor, matmul)
     assert schedule.split_reduction == split
     assert schedule.reduction_tile == (min(split, 8) if split else 8)  # the merge's loads, or the K step
+
+
+@pytest.mark.parametrize("chunk, k_step", [
+    (1568, 32), (392, 8),  # a v0 K tile divides the chunk
+    (196, 28),  # VGG's classifier (K 25088 in 128 chunks): none does; its largest divisor under 32, not all 196
+    (197, 1),  # a prime: a scalar loop rather than the whole chunk in registers
+    (32, 16), (24, 8), (8, 0),  # a short chunk: a tile under it, else the chunk in one step
+])
+def test_a_split_matmuls_chunk_is_reduced_in_k_steps_that_divide_it(chunk, k_step):
+    assert chunk_k_step(chunk) == k_step
 
 
 @pytest.mark.parametrize("ranges, x, threads", [

@@ -500,6 +500,16 @@ def block_reduction_threads(extent: int) -> int:
     return largest_divisor_at_most(extent, max(min(max(extent // 16, 128), 512, extent // 4), 1))
 
 
+def chunk_k_step(chunk: int) -> int:
+    """A split matmul's K step over its `chunk` of K (0: the chunk in one step): the first v0 K tile that
+    divides it, else its largest divisor under the first. A chunk no tile divides (VGG's classifier: K 25088
+    in 128 chunks of 196) was read whole, 196 elements of each operand per thread in registers (608 bytes
+    spilled)."""
+    if chunk <= V0_MATMUL_K_TILES[0]:
+        return next((t for t in V0_MATMUL_K_TILES if t < chunk and chunk % t == 0), 0)
+    return next((t for t in V0_MATMUL_K_TILES if chunk % t == 0), largest_divisor_at_most(chunk, V0_MATMUL_K_TILES[0]))
+
+
 def partial_kernel_schedule(op: OpInfo, split: int, schedule: OpSchedule) -> tuple[OpSchedule, OpInfo]:
     """The launch shape of a split's partial reduction. A register-tiled matmul's (split in chunks): the
     matmul's block and thread tiles, a block per chunk, K steps as v0 takes them. Others: the v0 shape
@@ -514,5 +524,5 @@ def partial_kernel_schedule(op: OpInfo, split: int, schedule: OpSchedule) -> tup
     # the group's tiles are its anchor's loops: the matmul's outputs, then (zeros) its K loops
     block, thread = ((tile[:r] + [middle, 0] + tile[r + 1:] + [0] * len(partial.loop_ranges))[:len(partial.loop_ranges)]
                      for tile, middle in ((schedule.block_tile, 1), (schedule.thread_tile, 0)))
-    k_step = 0 if split_over_blocks(op) else next((t for t in V0_MATMUL_K_TILES if t < chunk and chunk % t == 0), 0)
+    k_step = 0 if split_over_blocks(op) else chunk_k_step(chunk)
     return OpSchedule(op.index, "matmul", block, thread, reduction_tile=k_step, vectorize=True), partial
