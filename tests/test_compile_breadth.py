@@ -19,9 +19,10 @@ from workers.compile.passes import (bool_bytes, collapse_contraction_loops, coll
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule import templates
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
-from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumsum_decomposition,
-                                    index_add_decomposition, index_put_decomposition, scatter_add_decomposition,
-                                    scatter_decomposition, sort_decomposition, topk_decomposition)
+from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumprod_decomposition,
+                                    cumsum_decomposition, index_add_decomposition, index_put_decomposition,
+                                    scatter_add_decomposition, scatter_decomposition, sort_decomposition,
+                                    topk_decomposition)
 from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
@@ -483,12 +484,17 @@ def test_a_non_persistent_buffer_a_masked_assignment_scatters_and_sorts_compile(
     assert "tm_tensor" not in (job / "model_linalg.mlir").read_text()
 
 
-@pytest.mark.parametrize("shape, dim", [((3, 1000), 1), ((2, 700, 5), 1), ((300,), 0), ((16, 100), -1)])
-def test_a_long_cumsum_sums_blocks_by_a_matmul_and_scans_their_totals(shape, dim):
-    """Rows past BLOCKED_SCAN_MIN: blocks of 32 summed by a triangle of ones, the log-step scan over the
-    totals only (the zero padding of a row that is no multiple of 32 dropped again)."""
+@pytest.mark.parametrize("shape, dim", [((3, 1000), 1), ((2, 700, 5), 1), ((300,), 0), ((16, 100), -1),
+                                        ((2, 40000), 1)])  # totals blocked again (1250 blocks)
+def test_a_long_scan_scans_blocks_in_one_reduction_each_and_then_their_totals(shape, dim):
+    """Rows past BLOCKED_SCAN_MIN: blocks of 32 summed by a triangle of ones (multiplied: a product over the
+    triangle), the totals scanned so too while long, the identity padding of a row that is no multiple of 32
+    dropped again. Products through zeros and negative factors as torch's."""
     x = torch.rand(*shape, dtype=torch.float64)
     assert torch.allclose(cumsum_decomposition(x, dim), torch.cumsum(x, dim), rtol=1e-12, atol=1e-12)
+    factors = (0.9 + 0.2 * x) * torch.where(torch.rand(*shape) < 0.05, -1.0, 1.0).double()
+    factors.view(-1)[7] = 0.0
+    assert torch.allclose(cumprod_decomposition(factors, dim), torch.cumprod(factors, dim), rtol=1e-10, atol=0)
 
 
 def test_the_index_assignment_and_scatter_decompositions_compute_what_torch_does():

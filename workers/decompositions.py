@@ -55,32 +55,52 @@ def _scan(x: torch.Tensor, dim: int, combine, identity: float, dtype) -> torch.T
     return y
 
 
-# A cumsum over more than this many elements sums blocks of SCAN_BLOCK by a matmul with a triangle of ones and
-# scans only the blocks' totals step by step: the log-step scan of a row of 32768 read and wrote the whole
-# tensor 15 times, twice each (level1/89_cumsum at 0.04x of eager on the H100)
+# A scan over more than this many elements scans blocks of SCAN_BLOCK each in one reduction over a triangle
+# (a sum: a matmul with a triangle of ones) and then the blocks' totals, the same way again: the log-step scan
+# of a row of 32768 read and wrote the whole tensor 15 times, twice each (level1/89_cumsum at 0.04x of eager
+# on the H100, level1/90_cumprod at 0.04x)
 BLOCKED_SCAN_MIN = 256
 SCAN_BLOCK = 32
 
 
-def cumsum_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
+def _sum_within_blocks(blocks: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(blocks, upper.to(blocks.dtype))
+
+
+def _product_within_blocks(blocks: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
+    # [..., k, j]: element k of the block where it counts in prefix j, else 1; the product over k
+    return torch.where(upper, blocks.unsqueeze(-1), torch.ones((), dtype=blocks.dtype)).prod(-2)
+
+
+def _blocked_scan(rows: torch.Tensor, combine, identity: float, within_blocks) -> torch.Tensor:
+    """The inclusive scan of `rows` along their last dim: each block of SCAN_BLOCK scanned by
+    `within_blocks` (one reduction over k <= j), then the blocks' totals scanned (blocked again while they
+    are long), and each block combined with the totals of the blocks before it."""
+    n = rows.shape[-1]
+    if n <= BLOCKED_SCAN_MIN:
+        return _scan(rows, -1, combine, identity, None)
+    padded = torch.nn.functional.pad(rows, (0, -n % SCAN_BLOCK), value=identity)  # changes no prefix
+    blocks = padded.reshape(*padded.shape[:-1], -1, SCAN_BLOCK)
+    index = torch.arange(SCAN_BLOCK)
+    within = within_blocks(blocks, index[:, None] <= index[None, :])  # upper[k, j]: k counts in prefix j
+    totals = _blocked_scan(within[..., -1], combine, identity, within_blocks)
+    before = torch.cat([torch.full_like(totals[..., :1], identity), totals[..., :-1]], -1)  # exclusive
+    return combine(within, before.unsqueeze(-1)).reshape(padded.shape)[..., :n]
+
+
+def _cumulative(x: torch.Tensor, dim: int, dtype, combine, identity: float, within_blocks) -> torch.Tensor:
     y = x if dtype is None else x.to(dtype)
     if y.dim() == 0 or y.shape[dim] <= BLOCKED_SCAN_MIN or not y.is_floating_point():
-        return _scan(y, dim, torch.add, 0.0, None)
-    rows = y.movedim(dim, -1)
-    n = rows.shape[-1]
-    padded = torch.nn.functional.pad(rows, (0, -n % SCAN_BLOCK))  # zeros past the end change no prefix
-    blocks = padded.reshape(*padded.shape[:-1], -1, SCAN_BLOCK)
-    ones = torch.arange(SCAN_BLOCK)
-    upper = (ones[:, None] <= ones[None, :]).to(y.dtype)  # upper[k, j]: element k counts in prefix j
-    within = torch.matmul(blocks, upper)
-    totals = within[..., -1]
-    before = _scan(totals, -1, torch.add, 0.0, None) - totals  # the sum of the blocks before each
-    out = (within + before.unsqueeze(-1)).reshape(padded.shape)[..., :n]
-    return out.movedim(-1, dim)
+        return _scan(y, dim, combine, identity, None)
+    return _blocked_scan(y.movedim(dim, -1), combine, identity, within_blocks).movedim(-1, dim)
+
+
+def cumsum_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
+    return _cumulative(x, dim, dtype, torch.add, 0.0, _sum_within_blocks)
 
 
 def cumprod_decomposition(x: torch.Tensor, dim: int, *, dtype=None) -> torch.Tensor:
-    return _scan(x, dim, torch.mul, 1.0, dtype)
+    return _cumulative(x, dim, dtype, torch.mul, 1.0, _product_within_blocks)
 
 
 ROUNDS_TOPK_MAX = 64  # up to this k, topk takes k reductions over the row; past it, the row's sort
