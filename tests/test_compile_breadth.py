@@ -15,7 +15,7 @@ from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
 from workers.compile.passes import (bool_bytes, collapse_contraction_loops, collapse_reduction_loops, extracted_scalars,
                                     hoist_accumulators, reduce_in_stages, registry, scalar_unit_loop,
-                                    unit_dim_transposes)
+                                    scales_after_contractions, unit_dim_transposes)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule import templates
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
@@ -368,6 +368,70 @@ def test_a_contraction_over_several_column_loops_becomes_a_matmul():
         ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
     assert generics[0][1] == '"parallel", "parallel", "reduction"'
     assert generics[1][1] == generics[2][1] == '"parallel", "parallel", "parallel", "reduction"'
+
+
+SOFTMAX_TIMES_V = """
+#p = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#s = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+#v = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
+#o = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#k = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
+func.func @forward(%e: tensor<4x16x32xf32>, %sum: tensor<4x16xf32>, %v: tensor<4x32x8xf32>, %kscale: tensor<4x32xf32>)
+    -> (tensor<4x16x8xf32>, tensor<4x16x8xf32>, tensor<4x16x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %empty = tensor.empty() : tensor<4x16x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  %ones = linalg.fill ins(%one : f32) outs(%empty : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  %attn = linalg.generic {indexing_maps = [#p, #s, #v, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%e, %sum, %v : tensor<4x16x32xf32>, tensor<4x16xf32>, tensor<4x32x8xf32>) outs(%init : tensor<4x16x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %acc: f32):
+    %n = arith.divf %a, %b : f32
+    %m = arith.mulf %n, %c : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<4x16x8xf32>
+  %from_ones = linalg.generic {indexing_maps = [#p, #s, #v, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%e, %sum, %v : tensor<4x16x32xf32>, tensor<4x16xf32>, tensor<4x32x8xf32>) outs(%ones : tensor<4x16x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %acc: f32):
+    %n = arith.divf %a, %b : f32
+    %m = arith.mulf %n, %c : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<4x16x8xf32>
+  %along_k = linalg.generic {indexing_maps = [#p, #k, #v, #o], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%e, %kscale, %v : tensor<4x16x32xf32>, tensor<4x32xf32>, tensor<4x32x8xf32>) outs(%init : tensor<4x16x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %acc: f32):
+    %n = arith.mulf %b, %a : f32
+    %m = arith.mulf %c, %n : f32
+    %r = arith.addf %m, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<4x16x8xf32>
+  return %attn, %from_ones, %along_k : tensor<4x16x8xf32>, tensor<4x16x8xf32>, tensor<4x16x8xf32>
+}
+"""
+
+
+def test_a_scale_that_k_does_not_index_moves_after_the_contraction():
+    """farm-scales-after-contractions: softmax's division by the row sums, fused into the product with V,
+    becomes a batch matmul of the exponentials and V followed by the division of its result (what the matmul
+    templates tile and stage); the same body accumulating onto ones, and a scale indexed by K, stay. The
+    outputs are the same (MLIR's CPU execution engine, before and after)."""
+    from tests.cpu_reference import run_linalg
+
+    text = after_pass(SOFTMAX_TIMES_V, scales_after_contractions.NAME)
+    generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
+    maps = dict(re.findall(r"^(#map\d*) = affine_map<(.*)>$", text, re.M))
+    assert [[maps[m] for m in g[0].split(", ")] for g in generics[:2]] == [
+        ["(d0, d1, d2, d3) -> (d0, d1, d3)", "(d0, d1, d2, d3) -> (d0, d3, d2)", "(d0, d1, d2, d3) -> (d0, d1, d2)"],
+        ["(d0, d1, d2) -> (d0, d1, d2)", "(d0, d1, d2) -> (d0, d1)", "(d0, d1, d2) -> (d0, d1, d2)"]]
+    assert generics[1][1] == '"parallel", "parallel", "parallel"' and len(generics) == 4
+    assert text.count("arith.divf") == 2  # the new division, and the one of the contraction onto ones
+    torch.manual_seed(0)
+    args = [torch.rand(4, 16, 32), torch.rand(4, 16) + 1, torch.rand(4, 32, 8), torch.rand(4, 32)]
+    shapes = [[4, 16, 8]] * 3
+    for before, after in zip(run_linalg(SOFTMAX_TIMES_V, args, shapes), run_linalg(text, args, shapes)):
+        torch.testing.assert_close(torch.from_numpy(after), torch.from_numpy(before), rtol=1e-5, atol=1e-6)
 
 
 ATTENTION_OUTPUT_PROJECTION = """

@@ -8,8 +8,9 @@ from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_
                                     collapse_reduction_loops, copy_returned_views, extracted_scalars, full_rank_inserts,
                                     hoist_accumulators, interleave_columns, k_loops, kernel_arguments,
                                     narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
-                                    scalar_unit_loop, separate_fill_inits, shared_memory, splat_fills,
-                                    tensor_core_conversion, unit_dim_transposes, views_into_kernels, warp_merge, wgmma)
+                                    scalar_unit_loop, scales_after_contractions, separate_fill_inits, shared_memory,
+                                    splat_fills, tensor_core_conversion, unit_dim_transposes, views_into_kernels,
+                                    warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
@@ -19,6 +20,7 @@ Pass = Callable[[mlir.ir.Module], "list[str] | None"]
 PASSES: dict[str, Pass] = {
     extracted_scalars.NAME: extracted_scalars.run,
     "farm-narrow-matmul-operands": narrow_matmul_operands.narrow_matmul_operands,
+    scales_after_contractions.NAME: scales_after_contractions.run,
     reduce_in_stages.NAME: reduce_in_stages.run,
     collapse_reduction_loops.NAME: collapse_reduction_loops.run,
     collapse_contraction_loops.NAME: collapse_contraction_loops.run,
