@@ -237,3 +237,48 @@ def test_an_img2col_block_over_a_prime_pixel_row_keeps_to_the_thread_limit():
     schedule = img2col_schedule(conv)
     assert schedule.img2col and schedule.thread_tile[1] == 8
     assert 32 <= math.prod(block_dims(schedule, img2col_op(conv))) <= 1024
+
+
+BREADTH = ROOT / "tests" / "data" / "breadth"
+
+
+def test_a_3d_conv_computes_channels_by_neighbouring_outputs_in_registers_per_thread(tmp_path):
+    """A 3-D conv (img2col takes 2-D ones only) fused with its ReLU: each thread computes 4 output channels x 4
+    neighbouring outputs along the row, generalized, tiled by 1 along its input channels and kernel taps and
+    vectorized: each step of the four tap loops reads 4 inputs and 4 weights for 16 multiply-adds (it was one
+    output per thread: two loads per multiply-add), into a 4 x 4 accumulator that stays in registers (the
+    ReLU reads it from the thread's scratch, which LLVM keeps in registers: no local memory in the PTX)."""
+    job = tmp_path / "conv3d"
+    lower_model(str(BREADTH / "conv3d_relu.py"), str(job))
+    params = initial_params(str(job))
+    (conv,) = [s for s in params.ops if s.family == "conv"]
+    assert (conv.thread_tile[:5], conv.reduction_tile, conv.vectorize) == ([0, 4, 0, 1, 4], 1, True)
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, f"{result.stage}: {result.error}"
+    kernel = next(k for k in (job / "v0" / "gpu.mlir").read_text().split("gpu.func")[1:] if '"conv"' in k)
+    steps = kernel.split("scf.for")
+    assert len(steps) == 5, kernel  # input channels, kd, kh, kw
+    assert re.search(r"vector.load .* vector<4xf32>", steps[-1]) and "memref.load" not in steps[-1]
+    assert re.search(r"arith.mulf .* : vector<4x4xf32>", steps[-1]), steps[-1]
+    _check_ptx(job / "v0")
+    assert not re.search(r"\b(ld|st)\.local", (job / "v0" / "kernels.ptx").read_text())
+
+
+def test_a_vectorized_conv_takes_one_output_per_thread_along_a_strided_loop(tmp_path):
+    """A stride-2 conv's neighbouring outputs read inputs two apart, which the vectorizer cannot read as one
+    vector: v0 tiles its channels only, and a schedule with 4 outputs along the strided row is refused."""
+    model = tmp_path / "strided.py"
+    model.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+                     "        super().__init__()\n        self.conv = torch.nn.Conv3d(4, 16, 3, stride=2)\n\n"
+                     "    def forward(self, x):\n        return self.conv(x)\n\n\n"
+                     "def get_inputs():\n    return [torch.randn(4, 4, 33, 65, 65)]\n\n\n"
+                     "def get_init_inputs():\n    return []\n")
+    job = tmp_path / "job"
+    lower_model(str(model), str(job))
+    params = initial_params(str(job))
+    (conv,) = [s for s in params.ops if s.family == "conv"]
+    assert conv.vectorize and conv.thread_tile[1] == 4 and conv.thread_tile[4] == 1
+    assert compile_iteration(str(job), 0, params).ok
+    conv.thread_tile[4], conv.block_tile[4] = 4, 32
+    with pytest.raises(ScheduleError, match="stride is 2"):
+        emit_transform(_facts(job), params)

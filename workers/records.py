@@ -67,6 +67,7 @@ class OpInfo(JsonRecord):
     # the loop's index apart by them); empty: tiles only divide the loop
     tile_alignments: list[list[int]] = field(default_factory=list)
     dilations: list[int] = field(default_factory=list)  # a named conv's or pooling's dilations; empty elsewhere
+    strides: list[int] = field(default_factory=list)  # a named conv's or pooling's strides; empty elsewhere
     # per dim of the (first) result, the loop that indexes it (None: an expression); empty where not known
     output_loops: list[int | None] = field(default_factory=list)
 

@@ -54,6 +54,11 @@ def _family(name: str, iterator_types: list[str]) -> str:
     return "reduction" if "reduction" in iterator_types else "elementwise"
 
 
+def _ints(op, attribute: str) -> list[int]:
+    """A named op's integer list attribute (a conv's dilations, strides); [] where it has none."""
+    return [int(d) for d in op.operation.attributes[attribute]] if attribute in op.operation.attributes else []
+
+
 def linalg_ops(func) -> list:
     return [op for op in mlir.body_ops(func) if op.operation.name.startswith("linalg.")]
 
@@ -109,8 +114,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
             facts.append(LinalgOpFacts(
                 info=OpInfo(index=i, name=name, family=family, loop_ranges=ranges,
                             iterator_types=iterators, dtype=dtype, flops=flops,
-                            dilations=[int(d) for d in named_op.operation.attributes["dilations"]]
-                            if "dilations" in named_op.operation.attributes else [],
+                            dilations=_ints(named_op, "dilations"), strides=_ints(named_op, "strides"),
                             output_loops=mlir.operand_loops(maps[n_inputs]) if len(maps) > n_inputs else []),
                 operand_producers=producers[:n_inputs],
                 input_maps_identity=[m == ir.AffineMap.get_identity(len(iterators)) for m in maps[:n_inputs]],

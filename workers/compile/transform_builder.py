@@ -116,9 +116,18 @@ def tile_forall(op: Handle, mapping: str, *, tile_sizes: Sequence[int] | None = 
 
 def tile_for(op: Handle, sizes: Sequence[int], name: str) -> tuple[Handle, Handle]:
     """structured.tile_using_for with one non-zero size: (the tiled op, its loop)."""
+    tiled, (loop,) = tile_for_loops(op, sizes, name)
+    return tiled, loop
+
+
+def tile_for_loops(op: Handle, sizes: Sequence[int], name: str) -> tuple[Handle, list[Handle]]:
+    """structured.tile_using_for: (the tiled op, its loops, outermost first)."""
     tiled = structured.TileUsingForOp(op, sizes=sizes, loc=_named(name))
-    (loop,) = tiled.loops
-    return tiled.tiled_linalg_op, loop
+    return tiled.tiled_linalg_op, list(tiled.loops)
+
+
+def generalize(op: Handle, name: str) -> Handle:
+    return structured.GeneralizeOp(op, loc=_named(name)).result
 
 
 def fuse_into(producer: Handle, containing: Handle, name: str) -> tuple[Handle, Handle]:

@@ -297,9 +297,11 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
     if tiles.thread is None:
         return hoists
     thread_ops = {g.anchor: tiles.thread} | ({g.producer: tiles.members[0]} if g.producer is not None else {})
+    if s.vectorize and member is not None and facts[member].info.family == "conv":
+        _emit_conv_register_tile(k, thread_ops.pop(member), s.reduction_tile, facts[member].info)
     # a tile that covers the whole loop would leave a one-trip loop that canonicalization folds away
     # under the handles of the steps after it: the loop then stays untiled
-    tiled = bool(s.reduction_tile and member) and s.reduction_tile < (
+    tiled = member in thread_ops and bool(s.reduction_tile) and s.reduction_tile < (
         s.split_reduction or reduction_extents(facts[member].info)[0])
     if tiled:
         member_op = facts[member].info
@@ -319,6 +321,19 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
             # vector carried by the loop (registers) instead of a store to global memory per step
             hoists.append(reduction_loop)
     return hoists
+
+
+def _emit_conv_register_tile(k: str, conv: tb.Handle, channel_step: int, op: OpInfo) -> None:
+    """A thread's tile of a direct conv (channels x neighbouring outputs) as vector multiply-adds: generalized,
+    its reduction loops tiled (input channels by `channel_step`, kernel taps by 1), the unit dims that leaves
+    folded away (the input's `oh + kh` then reads a plain dim), and vectorized. The accumulator tile, read
+    and written at the same place every step, is hoisted into registers after bufferization (fused into an
+    epilogue, it is the thread's scratch, which LLVM keeps in registers)."""
+    first = op.iterator_types.index("reduction")
+    sizes = [0] * first + [channel_step] + [1] * (len(op.loop_ranges) - first - 1)
+    _, loops = tb.tile_for_loops(tb.generalize(conv, f"{k}_generic"), sizes, f"{k}_taps")
+    tb.apply_patterns(loops[0], structured.ApplyFoldUnitExtentDimsViaSlicesPatternsOp)
+    tb.vectorize(tb.match(loops[0], ["linalg.generic"], name=f"{k}_tap"))
 
 
 def emit_img2col_conversions(groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts],

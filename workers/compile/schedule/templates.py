@@ -60,6 +60,42 @@ def partial_reduction_op(op: OpInfo, split: int, chunks: bool = False) -> OpInfo
                   iterator_types=iterators, dtype=op.dtype, flops=op.flops)
 
 
+# a direct conv (one that img2col does not take: 3-D, 1-D, dilated...) computes DIRECT_CONV_CHANNELS output
+# channels x DIRECT_CONV_PIXELS neighbouring outputs along its innermost loop per thread, accumulated in
+# registers across its input channels and kernel taps (emission._emit_conv_register_tile): each input read
+# feeds its channels' multiply-adds, each weight its outputs'. The direct template before: one output (or a
+# 4 x 4 patch of one channel) per thread, two loads per multiply-add. Strided along the innermost loop, the
+# outputs' inputs are not neighbours (no vector read): channels only. Unmeasured.
+DIRECT_CONVS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw")
+DIRECT_CONV_CHANNELS = 4
+DIRECT_CONV_PIXELS = 4
+DIRECT_CONV_THREADS = 128
+DIRECT_CONV_X_THREADS = 32
+
+
+def direct_conv_tiles(conv: OpInfo) -> tuple[list[int], list[int]] | None:
+    """Block and thread tiles over a DIRECT_CONVS conv's output loops (n, f, spatial...) that give each thread a
+    register tile of output channels x neighbouring outputs; None for other ops, or where neither divides."""
+    if conv.name not in DIRECT_CONVS:
+        return None
+    ranges = conv.loop_ranges[:conv.iterator_types.index("reduction")]
+    f, x = 1, len(ranges) - 1
+    channels = next((c for c in (DIRECT_CONV_CHANNELS, 2) if ranges[f] % c == 0), 1)
+    unit_stride = not conv.strides or conv.strides[-1] == 1
+    pixels = next((p for p in (DIRECT_CONV_PIXELS, 2) if ranges[x] % p == 0), 1) if unit_stride else 1
+    if channels * pixels == 1:
+        return None
+    x_threads = largest_divisor_at_most(ranges[x] // pixels, DIRECT_CONV_X_THREADS)
+    z_threads = largest_divisor_at_most(ranges[f] // channels, 2)
+    block, thread = [1 if r > 1 else 0 for r in ranges], [0] * len(ranges)
+    block[f], thread[f] = channels * z_threads, channels
+    block[x], thread[x] = pixels * x_threads, pixels
+    if x - 1 > f:  # the spatial loop before the innermost (h) takes the rest of the threads, one row each
+        block[x - 1] = largest_divisor_at_most(ranges[x - 1], max(DIRECT_CONV_THREADS // (x_threads * z_threads), 1))
+        thread[x - 1] = 1 if block[x - 1] > 1 else 0
+    return [0 if b >= r else b for b, r in zip(block, ranges)], thread
+
+
 def wants_img2col(op: OpInfo) -> bool:
     """v0 lowers a conv through img2col where its img2col matmul gets the register-tiled template (more than
     one output per thread); other convs keep the direct schedule. The ResNet 3x3 conv runs 3.8x faster so;

@@ -14,7 +14,7 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
                                                 row_kernel_threads, block_reduction_threads, STAGED_SIMT_TILES,
-                                                STAGED_PADDING_WORK)
+                                                STAGED_PADDING_WORK, direct_conv_tiles)
 from workers.compile.schedule.staged_matmul import plan_staged_matmul
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
 from workers.compile.schedule.validation import scalar_partial_tiles
@@ -31,6 +31,8 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         return dataclasses.replace(img2col_schedule(facts[g.anchor].info), fuse_producers=g.producer is None)
     if g.producer is None and (transpose := transpose_schedule(facts[g.anchor].info)):
         return transpose
+    if (direct := direct_conv_schedule(g, facts, family, target.sms)) is not None:
+        return direct
     schedule = default_op_schedule(facts[g.anchor].info, family)
     member = reduction_member(g, facts)
     if member is not None and wants_split(facts[member]):
@@ -70,6 +72,24 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
         fill_the_grid(schedule, facts[g.anchor].info, target.sms)
         split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
     return schedule
+
+
+def direct_conv_schedule(g: Group, facts: list[LinalgOpFacts], family: str, sms: int) -> OpSchedule | None:
+    """templates.direct_conv_tiles for a group whose conv is the anchor or the producer of its elementwise
+    anchor (a bias, an activation: the same output loops, read in place), each thread's tile a vector
+    multiply-add per input channel and kernel tap; None where they do not apply or leave SMs idle."""
+    member = reduction_member(g, facts)
+    if member is None or (tiles := direct_conv_tiles(facts[member].info)) is None:
+        return None
+    anchor, (block, thread) = facts[g.anchor].info, tiles
+    if member != g.anchor and (anchor.family != "elementwise" or len(anchor.loop_ranges) != len(block)
+                               or not facts[g.anchor].input_maps_identity[
+                                   facts[g.anchor].operand_producers.index(member)]):
+        return None
+    taps = [0] * (len(anchor.loop_ranges) - len(block))
+    schedule = OpSchedule(op_index=anchor.index, family=family, block_tile=block + taps, thread_tile=thread + taps,
+                          reduction_tile=1, vectorize=True)
+    return schedule if grid_blocks(schedule, anchor) >= sms else None
 
 
 class MmaTiles(NamedTuple):

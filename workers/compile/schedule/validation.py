@@ -129,6 +129,8 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
                            partial=masked or scalar_partial_tiles(schedule, g, facts)):
         raise ScheduleError(f"op {op.index}: {error}")
     member = reduction_member(g, facts)
+    if member is not None and schedule.vectorize and facts[member].info.family == "conv":
+        _check_conv_register_tile(schedule, facts[member].info)
     # (an img2col kernel's K is its gather's, checked above; a split's reduction_tile is its merge's)
     if member is not None and schedule.vectorize and schedule.reduction_tile and not masked \
             and not (schedule.img2col or schedule.split_reduction) \
@@ -137,6 +139,17 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
                             f"loop ({reduction_extents(facts[member].info)[0]}) of a vectorized kernel that "
                             "takes no masked tiles")
     return block_dims(schedule, op)
+
+
+def _check_conv_register_tile(schedule: OpSchedule, conv: OpInfo) -> None:
+    """A vectorized direct conv (emission._emit_conv_register_tile): a thread's outputs along a spatial loop are
+    one vector read of the input only where the conv's stride along it is 1 (the vectorizer refuses a strided
+    read); its spatial loops are the last parallel ones, as many as it has strides."""
+    parallel = [d for d, it in enumerate(conv.iterator_types) if it == "parallel"]
+    for d, stride in zip(parallel[len(parallel) - len(conv.strides):], conv.strides):
+        if stride != 1 and d < len(schedule.thread_tile) and schedule.thread_tile[d] > 1:
+            raise ScheduleError(f"op {conv.index}: a vectorized conv takes one output per thread along loop {d}, "
+                                f"whose stride is {stride} (its neighbouring outputs' inputs are no vector)")
 
 
 def _check_img2col_alignment(schedule: OpSchedule, op: OpInfo) -> None:
