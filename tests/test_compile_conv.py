@@ -282,3 +282,20 @@ def test_a_vectorized_conv_takes_one_output_per_thread_along_a_strided_loop(tmp_
     conv.thread_tile[4], conv.block_tile[4] = 4, 32
     with pytest.raises(ScheduleError, match="stride is 2"):
         emit_transform(_facts(job), params)
+
+
+def test_a_strided_conv_through_img2col_keeps_its_pixel_tiles(tmp_path):
+    """The stride check of vectorized direct convs is not the img2col matmul's: a ResNet stem's stride-2 conv
+    through img2col tiles 8 pixels per thread (it failed validation as a direct conv would)."""
+    model = tmp_path / "stem.py"
+    model.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+                     "        super().__init__()\n        self.conv = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)\n\n"
+                     "    def forward(self, x):\n        return self.conv(x)\n\n\n"
+                     "def get_inputs():\n    return [torch.randn(4, 3, 128, 128)]\n\n\n"
+                     "def get_init_inputs():\n    return []\n")
+    job = tmp_path / "job"
+    lower_model(str(model), str(job))
+    params = initial_params(str(job))
+    (conv,) = [s for s in params.ops if s.img2col]
+    assert conv.vectorize and max(conv.thread_tile) > 1
+    assert compile_iteration(str(job), 0, params).ok

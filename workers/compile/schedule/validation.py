@@ -129,7 +129,7 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
                            partial=masked or scalar_partial_tiles(schedule, g, facts)):
         raise ScheduleError(f"op {op.index}: {error}")
     member = reduction_member(g, facts)
-    if member is not None and schedule.vectorize and facts[member].info.family == "conv":
+    if member is not None and schedule.vectorize and not schedule.img2col and facts[member].info.family == "conv":
         _check_conv_register_tile(schedule, facts[member].info)
     # (an img2col kernel's K is its gather's, checked above; a split's reduction_tile is its merge's)
     if member is not None and schedule.vectorize and schedule.reduction_tile and not masked \
