@@ -30,8 +30,14 @@ KEY_PREFIX = "mlir-farm:celery:"
 app = Celery("mlir_farm", include=["orchestrator.tasks", "orchestrator.heartbeat"])
 
 
-def configure(settings: FarmSettings) -> Celery:
-    """Point the app at a farm. Everything but the URLs is the same for the embedded farm."""
+def configure(settings: FarmSettings, worker: bool = True) -> Celery:
+    """Point the app at a farm. Everything but the URLs is the same for the embedded farm.
+
+    worker: a worker stores a finished task's result however long Redis is away (Celery retries it). The CLI
+    (worker=False) reads results in its driver, which waits an outage out itself (loop.TRANSIENT: one warning,
+    then each tick tries again): there a read must fail, not retry inside Celery, whose loop logs a traceback
+    each retry (some 70 KB a minute of outage on the CLI's stderr: a driver whose stderr is a pipe read only at
+    the end stops in that write for good) and holds the driver up to 10 s after Redis is back."""
     # every Celery key of a farm's Redis under one prefix, so that its ACL user may have mlir-farm:* only
     redis_options = {"visibility_timeout": VISIBILITY_TIMEOUT, "global_keyprefix": KEY_PREFIX}
     broker_url, transport_options = settings.broker_url, redis_options
@@ -44,7 +50,7 @@ def configure(settings: FarmSettings) -> Celery:
         broker_transport_options=transport_options,
         result_backend_transport_options=redis_options,
         # a Redis outage is waited out, however long: a finished task's result is stored once Redis is back
-        result_backend_always_retry=True,
+        result_backend_always_retry=worker,
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
         # JSON only: a task message never carries pickled objects

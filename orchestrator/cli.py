@@ -83,7 +83,7 @@ def _farm(args) -> tuple[FarmSettings, object]:
         store.probe()
     except (ValueError, StoreUnreachable) as e:
         raise UserError(str(e)) from None
-    configure(settings)
+    configure(settings, worker=False)  # the driver waits out a Redis outage itself, not inside Celery's reads
     recovered = recover_jobs(store, args.out)
     if recovered:
         log.warning("the farm's state store did not know %d job(s) whose folders are in %s (a Redis restarted "

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -112,6 +114,7 @@ def test_redis_outage_of_60_s_and_a_redis_that_lost_its_data(farm, redis_server)
     out, err = run.communicate(timeout=400)
     assert run.returncode == 0, err
     assert "the state store lost this job" in err
+    assert "Failed operation" not in err, "Celery retried a read of the driver's (see the next test)"
     job = f.store.jobs()[0]
     assert job.status == "done" and job.error == "", (job.stop_reason, job.error)
     assert [it.version for it in job.iterations] == [0, 1]
@@ -123,6 +126,45 @@ def test_redis_outage_of_60_s_and_a_redis_that_lost_its_data(farm, redis_server)
     assert "put back from their job_state.json" in status.stderr
     again = f.cli("submit", str(MODELS / "rowsum.py"), "--compile-only")
     assert again.returncode == 1 and "orchestrator resume rowsum" in again.stderr
+
+
+_READ_A_RESULT = """
+import argparse, logging, sys, time
+from celery.result import AsyncResult
+from orchestrator.celery_app import app
+from orchestrator.cli import _farm
+from orchestrator.loop import TRANSIENT
+
+logging.basicConfig(level=logging.INFO)  # as the CLI logs
+logging.getLogger("celery").setLevel(logging.WARNING)
+_farm(argparse.Namespace(broker=sys.argv[1], out=sys.argv[2]))  # the app as the CLI configures it
+print("configured", flush=True)
+sys.stdin.readline()  # Redis stops meanwhile
+started = time.time()
+try:
+    AsyncResult("b.m:v0:measure", app=app).state
+except TRANSIENT as e:
+    print(f"the driver waits it out: {type(e).__name__} after {time.time() - started:.0f} s")
+"""
+
+
+def test_a_result_read_while_redis_is_away_fails_for_the_driver_to_wait_out(redis_server, tmp_path):
+    """The CLI's driver reads a task's result while Redis is away: the read fails at once with an error its
+    loop waits out (loop.TRANSIENT: one warning, then each tick tries again) instead of retrying inside
+    Celery, which logs a traceback each retry, some 70 KB a minute on the CLI's stderr. Where the 60 s outage
+    above began inside such a read, that filled the pipe the test reads only at the end, and the driver stopped
+    in a write for good (v1 never started)."""
+    read = subprocess.Popen([sys.executable, "-c", _READ_A_RESULT, redis_server.url, str(tmp_path / "out")],
+                            env=cli_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert read.stdout.readline() == "configured\n", read.stderr.read()
+        redis_server.stop()
+        out, err = read.communicate("go\n", timeout=30)
+    finally:
+        read.kill()
+    assert "the driver waits it out: ConnectionError" in out, err
+    assert "Failed operation" not in err and "Traceback" not in err, err[-3000:]
 
 
 def test_a_killed_submit_leaves_nothing_behind_and_resumes(tmp_path):
