@@ -299,3 +299,22 @@ def test_a_strided_conv_through_img2col_keeps_its_pixel_tiles(tmp_path):
     (conv,) = [s for s in params.ops if s.img2col]
     assert conv.vectorize and max(conv.thread_tile) > 1
     assert compile_iteration(str(job), 0, params).ok
+
+
+@pytest.mark.parametrize("name, ranges, strides, block, thread", [
+    # (n, f, ow, c, kw): 4 channels x 4 outputs, 32 threads along the row, 2 along the channels
+    ("linalg.conv_1d_ncw_fcw", [16, 64, 4096, 32, 3], [1], [1, 8, 128], [0, 4, 4]),
+    # (n, g, f, oh, ow, c, kh, kw): the output channels are loop 2, the group loop takes blocks only; 14 x 4 threads
+    # over the 56 x 4 outputs of a block (0: the whole row)
+    ("linalg.conv_2d_ngchw_gfchw", [8, 3, 64, 56, 56, 16, 3, 3], [1, 1], [1, 1, 8, 4, 0], [0, 0, 4, 1, 4]),
+    # stride 2 along the row: channels only
+    ("linalg.conv_2d_nchw_fchw", [8, 64, 56, 56, 32, 3, 3], [2, 2], [1, 8, 2, 28], [0, 4, 1, 1]),
+])
+def test_a_direct_convs_thread_tile_is_output_channels_by_neighbouring_outputs(name, ranges, strides, block, thread):
+    from workers.compile.schedule.templates import direct_conv_tiles
+
+    spatial = len(strides)
+    outputs = len(ranges) - 1 - 2 * spatial
+    conv = OpInfo(index=0, name=name, family="conv", loop_ranges=ranges, dtype="f32", strides=strides,
+                  iterator_types=["parallel"] * (outputs + spatial) + ["reduction"] * (1 + spatial))
+    assert direct_conv_tiles(conv) == (block, thread)

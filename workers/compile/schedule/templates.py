@@ -66,7 +66,8 @@ def partial_reduction_op(op: OpInfo, split: int, chunks: bool = False) -> OpInfo
 # feeds its channels' multiply-adds, each weight its outputs'. The direct template before: one output (or a
 # 4 x 4 patch of one channel) per thread, two loads per multiply-add. Strided along the innermost loop, the
 # outputs' inputs are not neighbours (no vector read): channels only. Unmeasured.
-DIRECT_CONVS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw")
+DIRECT_CONVS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw",
+                "linalg.conv_2d_ngchw_gfchw")
 DIRECT_CONV_CHANNELS = 4
 DIRECT_CONV_PIXELS = 4
 DIRECT_CONV_THREADS = 128
@@ -74,12 +75,13 @@ DIRECT_CONV_X_THREADS = 32
 
 
 def direct_conv_tiles(conv: OpInfo) -> tuple[list[int], list[int]] | None:
-    """Block and thread tiles over a DIRECT_CONVS conv's output loops (n, f, spatial...) that give each thread a
-    register tile of output channels x neighbouring outputs; None for other ops, or where neither divides."""
+    """Block and thread tiles over a DIRECT_CONVS conv's output loops (n, [g,] f, spatial...) that give each
+    thread a register tile of output channels x neighbouring outputs; None for other ops, or where neither
+    divides."""
     if conv.name not in DIRECT_CONVS:
         return None
     ranges = conv.loop_ranges[:conv.iterator_types.index("reduction")]
-    f, x = 1, len(ranges) - 1
+    f, x = len(ranges) - len(conv.strides) - 1, len(ranges) - 1  # the output channels before the spatial loops
     channels = next((c for c in (DIRECT_CONV_CHANNELS, 2) if ranges[f] % c == 0), 1)
     unit_stride = not conv.strides or conv.strides[-1] == 1
     pixels = next((p for p in (DIRECT_CONV_PIXELS, 2) if ranges[x] % p == 0), 1) if unit_stride else 1
