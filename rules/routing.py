@@ -97,11 +97,25 @@ def more_reduction_threads(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Sc
 def enable_vectorize(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
     if s.vectorize or s.tensor_core != "none":
         return None  # a tensor-core kernel is vectorized whatever the flag says (the same PTX)
+    if op.family == "conv" and not s.img2col:
+        return _conv_register_tile(s, op)
     if has_reduction and not s.reduction_tile:
         return None  # a reduction is vectorized only once its loop is tiled (reduction_tiling first)
     if not has_reduction and s.thread_tile and all(t == 1 for t in s.thread_tile):
         return None  # one element a thread: the vectorized kernel is the same PTX (seen as "same kernels" in loops)
     return ScheduleEdit(s.op_index, "vectorize", True)
+
+
+def _conv_register_tile(s: OpSchedule, op: OpInfo) -> ScheduleEdit | None:
+    """A direct conv's thread tile as output channels x neighbouring outputs, vectorized
+    (templates.direct_conv_tiles, as v0 takes it where the grid fills the GPU): the edit carries the tiles."""
+    from workers.compile.schedule.templates import direct_conv_tiles  # the compile stage's conv template
+    tiles = direct_conv_tiles(op)
+    if tiles is None:
+        return None
+    taps = [0] * (len(op.loop_ranges) - len(tiles[0]))
+    return ScheduleEdit(s.op_index, "vectorize", {"vectorize": True, "block_tile": tiles[0] + taps,
+                                                  "thread_tile": tiles[1] + taps, "reduction_tile": 1})
 
 
 def enable_fusion(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:

@@ -318,3 +318,27 @@ def test_a_direct_convs_thread_tile_is_output_channels_by_neighbouring_outputs(n
     conv = OpInfo(index=0, name=name, family="conv", loop_ranges=ranges, dtype="f32", strides=strides,
                   iterator_types=["parallel"] * (outputs + spatial) + ["reduction"] * (1 + spatial))
     assert direct_conv_tiles(conv) == (block, thread)
+
+
+def test_the_advisors_vectorize_edit_register_tiles_a_direct_conv(tmp_path):
+    """A direct conv that v0 leaves with one output per thread (a grid too small for the register tiles to fill
+    the GPU) gets them from the advisor's vectorize route: the edit carries templates.direct_conv_tiles' tiles,
+    and the version compiles."""
+    from rules.routing import edit_for
+    from workers.compile import apply_edit
+    from workers.target import target
+
+    job = tmp_path / "small3d"
+    model = tmp_path / "small3d.py"
+    model.write_text((BREADTH / "conv3d_relu.py").read_text().replace("torch.randn(2, 8, 16, 32, 32)",
+                                                                      "torch.randn(1, 8, 8, 16, 32)"))
+    lower_model(str(model), str(job))
+    params = initial_params(str(job))
+    (conv,) = [s for s in params.ops if s.family == "conv"]
+    assert not conv.vectorize and set(conv.thread_tile) <= {0, 1}  # v0: the grid would not fill the GPU
+    op = _facts(job)[conv.op_index].info
+    edit = edit_for("enable_vectorize", conv, op, True, target("sm_90a"))
+    assert edit is not None and edit.field == "vectorize" and edit.value["thread_tile"][:5] == [0, 4, 0, 1, 4]
+    result = compile_iteration(str(job), 1, apply_edit(params, edit))
+    assert result.ok, f"{result.stage}: {result.error}"
+    _check_ptx(job / "v1")

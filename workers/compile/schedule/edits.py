@@ -11,7 +11,7 @@ SCHEDULE_FIELDS = {f.name for f in dataclasses.fields(OpSchedule)} - {"op_index"
 PARAM_FIELDS = {f.name for f in dataclasses.fields(ScheduleParams)} - {"ops"}
 
 
-RETILING_FIELDS = ("img2col", "tensor_core")
+RETILING_FIELDS = ("img2col", "tensor_core", "vectorize")
 WHOLE_SCHEDULE = "schedule"  # op X's "schedule": its whole OpSchedule (a repair: the conservative path)
 ALL_SCHEDULES = "ops"  # the params' "ops": every op's OpSchedule (a repair: all on the conservative path)
 
