@@ -55,6 +55,19 @@ def _check_ptx(vdir: Path):
     assert "bytes stack frame" in done.stderr and not re.search(r"[1-9]\d* bytes spill", done.stderr), done.stderr
 
 
+def _lowered_conv(tmp_path: Path, conv: str, input_shape: tuple[int, ...]) -> Path:
+    """A job of a model that is one conv, `conv` (e.g. "torch.nn.Conv2d(64, 128, 1)"), on an input of that shape."""
+    model = tmp_path / "conv_model.py"
+    model.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+                     f"        super().__init__()\n        self.conv = {conv}\n\n"
+                     "    def forward(self, x):\n        return self.conv(x)\n\n\n"
+                     f"def get_inputs():\n    return [torch.randn{input_shape}]\n\n\n"
+                     "def get_init_inputs():\n    return []\n")
+    job = tmp_path / "job"
+    lower_model(str(model), str(job))
+    return job
+
+
 def _all_img2col(job) -> ScheduleParams:
     """v0, with every conv of the model through img2col (whatever v0 picks for it)."""
     facts = _facts(job)
@@ -210,14 +223,7 @@ def test_a_pointwise_conv_is_an_img2col_matmul_in_v0(tmp_path):
     """A 1x1 conv (ResNet's bottlenecks, MobileNet's pointwise half) ran direct, each block re-reading the
     input for each output channel: level1/87 at 0.014x of eager on the H100. Through img2col it is the
     register-tiled matmul (the 1x1 gather reads the input in place)."""
-    model = tmp_path / "pointwise.py"
-    model.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
-                     "        super().__init__()\n        self.conv = torch.nn.Conv2d(64, 128, 1, bias=False)\n\n"
-                     "    def forward(self, x):\n        return self.conv(x)\n\n\n"
-                     "def get_inputs():\n    return [torch.randn(2, 64, 32, 32)]\n\n\n"
-                     "def get_init_inputs():\n    return []\n")
-    job = tmp_path / "job"
-    lower_model(str(model), str(job))
+    job = _lowered_conv(tmp_path, "torch.nn.Conv2d(64, 128, 1, bias=False)", (2, 64, 32, 32))
     params = initial_params(str(job))
     (conv,) = [s for s in params.ops if s.img2col]
     assert max(conv.thread_tile) > 1
@@ -267,14 +273,7 @@ def test_a_3d_conv_computes_channels_by_neighbouring_outputs_in_registers_per_th
 def test_a_vectorized_conv_takes_one_output_per_thread_along_a_strided_loop(tmp_path):
     """A stride-2 conv's neighbouring outputs read inputs two apart, which the vectorizer cannot read as one
     vector: v0 tiles its channels only, and a schedule with 4 outputs along the strided row is refused."""
-    model = tmp_path / "strided.py"
-    model.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
-                     "        super().__init__()\n        self.conv = torch.nn.Conv3d(4, 16, 3, stride=2)\n\n"
-                     "    def forward(self, x):\n        return self.conv(x)\n\n\n"
-                     "def get_inputs():\n    return [torch.randn(4, 4, 33, 65, 65)]\n\n\n"
-                     "def get_init_inputs():\n    return []\n")
-    job = tmp_path / "job"
-    lower_model(str(model), str(job))
+    job = _lowered_conv(tmp_path, "torch.nn.Conv3d(4, 16, 3, stride=2)", (4, 4, 33, 65, 65))
     params = initial_params(str(job))
     (conv,) = [s for s in params.ops if s.family == "conv"]
     assert conv.vectorize and conv.thread_tile[1] == 4 and conv.thread_tile[4] == 1
@@ -287,14 +286,7 @@ def test_a_vectorized_conv_takes_one_output_per_thread_along_a_strided_loop(tmp_
 def test_a_strided_conv_through_img2col_keeps_its_pixel_tiles(tmp_path):
     """The stride check of vectorized direct convs is not the img2col matmul's: a ResNet stem's stride-2 conv
     through img2col tiles 8 pixels per thread (it failed validation as a direct conv would)."""
-    model = tmp_path / "stem.py"
-    model.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
-                     "        super().__init__()\n        self.conv = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)\n\n"
-                     "    def forward(self, x):\n        return self.conv(x)\n\n\n"
-                     "def get_inputs():\n    return [torch.randn(4, 3, 128, 128)]\n\n\n"
-                     "def get_init_inputs():\n    return []\n")
-    job = tmp_path / "job"
-    lower_model(str(model), str(job))
+    job = _lowered_conv(tmp_path, "torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)", (4, 3, 128, 128))
     params = initial_params(str(job))
     (conv,) = [s for s in params.ops if s.img2col]
     assert conv.vectorize and max(conv.thread_tile) > 1
