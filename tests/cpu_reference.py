@@ -21,9 +21,10 @@ from workers.measure.launch import SCALAR_TYPES
 BUFFERIZE = ("builtin.module(func.func(linalg-generalize-named-ops),one-shot-bufferize{bufferize-function-boundaries "
              "function-boundary-type-conversion=identity-layout-map},"
              "buffer-results-to-out-params{modify-public-functions=true})")
-LOWER = ("builtin.module(func.func(convert-linalg-to-loops),expand-strided-metadata,lower-affine,convert-scf-to-cf,"
-         "finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,convert-func-to-llvm,"
-         "convert-cf-to-llvm,reconcile-unrealized-casts)")
+# vector ops too: a payload that a schedule's steps transformed (tests of a tiling recipe) has vector transfers
+LOWER = ("builtin.module(func.func(convert-linalg-to-loops),convert-vector-to-scf,expand-strided-metadata,lower-affine,"
+         "convert-scf-to-cf,convert-vector-to-llvm,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+         "convert-arith-to-llvm,convert-ub-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)")
 
 
 def run_linalg(text: str, args: list[torch.Tensor], output_shapes: list[list[int]]) -> list[np.ndarray]:

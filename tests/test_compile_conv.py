@@ -334,3 +334,52 @@ def test_the_advisors_vectorize_edit_register_tiles_a_direct_conv(tmp_path):
     result = compile_iteration(str(job), 1, apply_edit(params, edit))
     assert result.ok, f"{result.stage}: {result.error}"
     _check_ptx(job / "v1")
+
+
+def _one_conv(name: str, x: list[int], w: list[int], out: list[int], strides: list[int], dilations: list[int]) -> str:
+    def t(shape):
+        return f"tensor<{'x'.join(map(str, shape))}xf32>"
+    n = len(strides)
+    return (f"func.func @forward(%x: {t(x)}, %w: {t(w)}) -> {t(out)} {{\n"
+            f"  %zero = arith.constant 0.0 : f32\n  %e = tensor.empty() : {t(out)}\n"
+            f"  %init = linalg.fill ins(%zero : f32) outs(%e : {t(out)}) -> {t(out)}\n"
+            f"  %c = {name} {{dilations = dense<{dilations}> : tensor<{n}xi64>, strides = dense<{strides}> : "
+            f"tensor<{n}xi64>}} ins(%x, %w : {t(x)}, {t(w)}) outs(%init : {t(out)}) -> {t(out)}\n"
+            f"  return %c : {t(out)}\n}}\n")
+
+
+@pytest.mark.parametrize("name, x, w, strides, dilations, thread", [
+    ("linalg.conv_3d_ncdhw_fcdhw", [2, 3, 6, 10, 12], [8, 3, 3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 4, 1, 1, 2]),
+    ("linalg.conv_2d_nchw_fchw", [2, 4, 12, 16], [8, 4, 3, 3], [1, 1], [2, 2], [1, 4, 1, 4]),  # dilated
+    ("linalg.conv_1d_ncw_fcw", [2, 4, 33], [8, 4, 5], [2], [1], [1, 4, 1]),  # strided: channels only
+])
+def test_the_register_tiled_conv_recipe_computes_the_conv(name, x, w, strides, dilations, thread):
+    """emission._emit_conv_register_tile on a thread's tile of a conv (generalized, its taps tiled by 1, unit dims
+    folded, vectorized), applied by the compile stage's MLIR to the conv on tensors and run on the CPU by MLIR's
+    execution engine: the outputs are torch's (the GPU kernels themselves are checked on the GPU node)."""
+    import torch
+
+    from tests.cpu_reference import run_linalg
+    from workers.compile import mlir
+    from workers.compile import transform_builder as tb
+    from workers.compile.schedule.emission import _emit_conv_register_tile
+
+    spatial = len(strides)
+    out = [x[0], w[0]] + [(x[2 + d] - dilations[d] * (w[2 + d] - 1) - 1) // strides[d] + 1 for d in range(spatial)]
+    text = _one_conv(name, x, w, out, strides, dilations)
+    conv = OpInfo(index=0, name=name, family="conv", loop_ranges=out + [w[1]] + w[2:], dtype="f32", strides=strides,
+                  dilations=dilations, iterator_types=["parallel"] * len(out) + ["reduction"] * (1 + spatial))
+    with mlir.context():
+        payload = mlir.parse(text, "conv")
+        module = tb.TransformModule()
+        with module.sequence("main") as root:
+            tile, _ = tb.tile_for_loops(tb.match(root, [name], name="conv"), thread + [0] * (1 + spatial), "thread")
+            _emit_conv_register_tile("k", tile, 1, conv)
+        mlir.apply_transform(payload, module.module, "main")
+        tiled = str(payload)
+    assert "vector.transfer_read" in tiled and name not in tiled
+    inputs = [torch.randn(*x), torch.randn(*w)]
+    (got,) = run_linalg(tiled, inputs, [out])
+    conv_nd = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[spatial - 1]
+    want = conv_nd(*inputs, stride=strides, dilation=dilations)
+    torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-5, atol=1e-4)
