@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,12 +51,35 @@ def fake_gpu_env(markers: Path, sleep_s: float) -> dict[str, str]:
             "MLIR_FARM_MEASURE": IMPL, SLEEP_ENV: str(sleep_s), MARKER_ENV: str(markers)}
 
 
+class DrainedPopen(subprocess.Popen):
+    """A background process whose stdout and stderr are read as they come, by threads, so that it never blocks in
+    a write to a full pipe (a CLI's stderr filled with a Redis outage's warnings once stopped its driver for
+    good); communicate() returns all it wrote, written() what it has so far."""
+
+    def __init__(self, cmd: list[str], **kw):
+        super().__init__(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        self._written: tuple[list[str], list[str]] = ([], [])
+        self._readers = [threading.Thread(target=lambda p=pipe, s=sink: s.extend(p), daemon=True)
+                         for pipe, sink in zip((self.stdout, self.stderr), self._written)]
+        for reader in self._readers:
+            reader.start()
+
+    def written(self) -> tuple[str, str]:
+        return "".join(self._written[0]), "".join(self._written[1])
+
+    def communicate(self, input=None, timeout: float | None = None) -> tuple[str, str]:
+        self.wait(timeout)
+        for reader in self._readers:
+            reader.join()
+        return self.written()
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, background: bool = False, timeout: float = 600, **kw):
-    """`orchestrator ARGS` as a subprocess (the embedded farm unless ARGS name a broker)."""
+    """`orchestrator ARGS` as a subprocess (the embedded farm unless ARGS name a broker); in the background, a
+    DrainedPopen."""
     cmd = [sys.executable, "-m", "orchestrator.cli", *args]
     if background:
-        _BACKGROUND.append(subprocess.Popen(cmd, env=env or cli_env(), stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True, **kw))
+        _BACKGROUND.append(DrainedPopen(cmd, env=env or cli_env(), **kw))
         return _BACKGROUND[-1]
     return subprocess.run(cmd, env=env or cli_env(), capture_output=True, text=True, timeout=timeout, **kw)
 

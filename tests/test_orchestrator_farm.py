@@ -43,7 +43,7 @@ def _wait_marker(farm, run, version: int = 0) -> int:
     """pid of the process running the fake measurement of `version` (it leaves a marker file)."""
     def started():
         if run.poll() is not None:
-            raise AssertionError(f"submit ended early ({run.returncode}): {run.stderr.read()}")
+            raise AssertionError(f"submit ended early ({run.returncode}): {run.communicate()[1]}")
         return list(farm.markers.glob(f"*.v{version}.*")) if farm.markers.exists() else []
 
     found = farm.wait_for(started, what=f"a measurement of v{version} to start")

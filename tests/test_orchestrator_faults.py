@@ -24,7 +24,7 @@ def _marker(markers: Path, version: int, run) -> Path:
     """The marker file FakeGpuMeasure leaves while it measures `version` (submit must still run)."""
     def started():
         if run.poll() is not None:
-            raise AssertionError(f"the CLI ended early ({run.returncode}): {run.stderr.read()}")
+            raise AssertionError(f"the CLI ended early ({run.returncode}): {run.communicate()[1]}")
         return next(markers.glob(f"*.v{version}.*"), None) if markers.exists() else None
 
     return wait_until(started, 240, f"a measurement of v{version} to start")
