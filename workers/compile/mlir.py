@@ -215,6 +215,12 @@ def reads_loop_index(generic) -> bool:
 EXTENSIONS = ("arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp")
 
 
+def defining_op(value: ir.Value, names: tuple[str, ...]):
+    """The op that defines `value` where it is one of `names`, else None (a block argument, another op)."""
+    owner = value.owner
+    return owner if isinstance(owner, ir.OpView) and owner.name in names else None
+
+
 def is_contraction(generic) -> bool:
     """A generic of two inputs that accumulates their product, `out + a * b` (a matmul whose operand
     reshape canonicalization folded in; the operands possibly extended first), belongs with the matmuls;
@@ -225,19 +231,15 @@ def is_contraction(generic) -> bool:
         return False
     inputs, out = list(block.arguments)[:2], block.arguments[2]
 
-    def producer(value, names):
-        owner = value.owner
-        return owner if isinstance(owner, ir.OpView) and owner.name in names else None
-
     def read(value):  # an input, possibly extended
-        ext = producer(value, EXTENSIONS)
+        ext = defining_op(value, EXTENSIONS)
         return ext.operands[0] if ext is not None else value
 
-    add = producer(block.operations[len(block.operations) - 1].operands[0], ("arith.addf", "arith.addi"))
+    add = defining_op(block.operations[len(block.operations) - 1].operands[0], ("arith.addf", "arith.addi"))
     if add is None or out not in list(add.operands):
         return False
     other = add.operands[1] if add.operands[0] == out else add.operands[0]
-    mul = producer(other, ("arith.mulf", "arith.muli"))
+    mul = defining_op(other, ("arith.mulf", "arith.muli"))
     return mul is not None and sorted(map(str, map(read, mul.operands))) == sorted(map(str, inputs))
 
 

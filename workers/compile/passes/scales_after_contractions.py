@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from numba_cuda_mlir._mlir.dialects import arith, linalg, tensor
 
-from workers.compile.mlir import body_ops, indexing_maps, ir, iterator_types, main_func, operand_loops
+from workers.compile.mlir import body_ops, defining_op, indexing_maps, ir, iterator_types, main_func, operand_loops
 
 NAME = "farm-scales-after-contractions"
 SCALES = ("arith.divf", "arith.mulf")
@@ -29,14 +29,9 @@ def run(module: ir.Module) -> None:
             _factor_out(op, *match)
 
 
-def _producer(value: ir.Value, names: tuple[str, ...]):
-    owner = value.owner
-    return owner if isinstance(owner, ir.OpView) and owner.name in names else None
-
-
 def _zero_fill(value: ir.Value) -> bool:
-    fill = _producer(value, ("linalg.fill",))
-    constant = fill and _producer(fill.operands[0], ("arith.constant",))
+    fill = defining_op(value, ("linalg.fill",))
+    constant = fill and defining_op(fill.operands[0], ("arith.constant",))
     return constant is not None and isinstance(constant.attributes["value"], ir.FloatAttr) \
         and ir.FloatAttr(constant.attributes["value"]).value == 0.0
 
@@ -56,15 +51,15 @@ def scaled_contraction(op) -> tuple[list[int], list[tuple[int, str]]] | None:
     args = list(block.arguments)
     out = args[-1]
     operations = list(block.operations)
-    add = _producer(operations[-1].operands[0], ("arith.addf",))
+    add = defining_op(operations[-1].operands[0], ("arith.addf",))
     if add is None or out not in list(add.operands) or len(operations) > 5:
         return None
-    mul = _producer(add.operands[1] if add.operands[0] == out else add.operands[0], ("arith.mulf",))
+    mul = defining_op(add.operands[1] if add.operands[0] == out else add.operands[0], ("arith.mulf",))
     if mul is None:
         return None
     factors, scales = [], []
     for value in mul.operands:
-        scaled = _producer(value, SCALES)
+        scaled = defining_op(value, SCALES)
         if scaled is not None:
             u, s = scaled.operands
             if scaled.name == "arith.mulf" and _scale_position(s, args, maps, iterators) is None:
