@@ -78,7 +78,9 @@ def more_reduction_threads(s: OpSchedule, op: OpInfo, has_reduction: bool) -> Sc
     at least 4 elements), else split its loop (v0's factor), or split it twice as finely once it is split."""
     if s.row_kernel:  # its reductions run over the row's columns, the anchor's last loop
         threads, columns = s.row_kernel * 2, op.loop_ranges[-1]
-        fits = threads <= _bound("max_threads") and columns % threads == 0 and columns // threads >= 4
+        fits = threads <= _bound("max_threads") and columns % threads == 0 and columns // threads >= 4 \
+            and (not s.reduction_tile or (columns // threads) % s.reduction_tile == 0
+                 and columns // threads > s.reduction_tile)
         return ScheduleEdit(s.op_index, "row_kernel", threads) if fits else None
     extents = reduction_extents(op)
     if len(extents) != 1:

@@ -7,7 +7,10 @@ before. Real torch-mlir, MLIR and ptxas."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,7 @@ MODELS = {
     "elementwise_chain": ROOT / "tests" / "data" / "zoo" / "elementwise_chain.py",
     "rownorm_f64": ROOT / "tests" / "data" / "models" / "rownorm_f64.py",
     "weighted_row_sum": ROOT / "tests" / "data" / "models" / "weighted_row_sum.py",
+    "long_softmax": ROOT / "tests" / "data" / "breadth" / "long_softmax.py",
 }
 H200_SMS = 132
 
@@ -503,6 +507,39 @@ def test_interleaving_leaves_a_kernel_with_a_run_read_in_part_as_it_was():
         assert str(module) == before and len(notes) == 1 and "interleave_columns left kernel rows" in notes[0]
 
 
+ROW_STEPS = ROW_RUNS.replace(
+    """      %xs = memref.subview %xrow[0, %start] [1, 8] [1, 1] : memref<1x64xf32, strided<[64, 1], offset: ?>> to memref<1x8xf32, strided<[64, 1], offset: ?>>
+      %a = vector.load %xs[%c0, %c0] : memref<1x8xf32, strided<[64, 1], offset: ?>>, vector<8xf32>
+""", """      %c4 = arith.constant 4 : index
+      %c8 = arith.constant 8 : index
+      %xs = memref.subview %xrow[0, %start] [1, 8] [1, 1] : memref<1x64xf32, strided<[64, 1], offset: ?>> to memref<1x8xf32, strided<[64, 1], offset: ?>>
+      %init = arith.constant dense<0.0> : vector<4xf32>
+      %sum = scf.for %i = %c0 to %c8 step %c4 iter_args(%acc = %init) -> (vector<4xf32>) {
+        %step = memref.subview %xs[0, %i] [1, 4] [1, 1] : memref<1x8xf32, strided<[64, 1], offset: ?>> to memref<1x4xf32, strided<[64, 1], offset: ?>>
+        %v = vector.load %step[%c0, %c0] : memref<1x4xf32, strided<[64, 1], offset: ?>>, vector<4xf32>
+        %next = arith.addf %acc, %v : vector<4xf32>
+        scf.yield %next : vector<4xf32>
+      }
+      %a = vector.insert_strided_slice %sum, %init8 {offsets = [0], strides = [1]} : vector<4xf32> into vector<8xf32>
+""").replace("%c0 = arith.constant 0 : index", "%c0 = arith.constant 0 : index\n      %init8 = arith.constant dense<0.0> : vector<8xf32>")
+
+
+def test_interleaving_moves_a_run_read_in_steps_of_a_loop_as_it_moves_the_whole_run():
+    """A thread's run of 8 columns read in two steps of 4 (reduction_tile: a loop from 0 to 8 by 4): the
+    step at loop index i of thread t moves to column 4t + 8i, i.e. 4t and 32 + 4t, the columns the whole
+    run's two vectors move to, so the stepped reads still meet the weight's and y's columns."""
+    with mlir.context():
+        module = mlir.parse(ROW_STEPS, "row steps")
+        assert not interleave_columns.interleave_thread_columns(module, 16)
+        module.operation.verify()
+        kernel = mlir.kernel_ops(module, "gpu.func")[0]
+        (step,), whole = [[a for a in mlir.ops_named(kernel, "vector.load") if (a.operation.parent.name == "scf.for") == inside]
+                          for inside in (True, False)]
+        offset = step.operands[0].owner.operands[-1].owner
+        assert re.fullmatch(r"affine_map<\(\)\[s0, s1\] -> \(s0 \* 4 \+ s1 \* 8\)>", str(offset.attributes["map"]))
+        assert [[4 * t + 8 * i for t in range(8)] for i in (0, 4)] == [[c[0] for c in _columns_of(a, 8)] for a in whole]
+
+
 def _access_offsets(body: str) -> list[list[int]]:
     """The byte offsets of the 128-bit global loads and stores from each base register, per register."""
     by_base: dict[str, list[int]] = {}
@@ -530,6 +567,37 @@ def test_v0_row_kernels_interleave_their_threads_vectors(row_compiled, tmp_path,
     assert plain.ok, plain.error
     (plain_body,) = kernels_of((job / "v1" / "kernels.ptx").read_text()).values()
     assert _access_offsets(plain_body) and all(offsets == [0, 16, 32, 48] for offsets in _access_offsets(plain_body))
+
+
+def test_v0_row_kernel_over_long_rows_goes_through_each_threads_run_in_interleaved_steps(tmp_path):
+    """Rows of 98304 f32: 1024 threads of 96 columns each, which a thread took as one vector (rows of 393216:
+    7 KB spilled a thread). In steps of 16 columns, a loop per reduction and one for the output, nothing
+    spills; each step's four 128-bit accesses are interleaved across the block (4 t + 1024 i + 4096 j for
+    thread t at step i); without the steps the same kernel spills."""
+    job = tmp_path / "long_softmax"
+    lower_model(str(MODELS["long_softmax"]), str(job))
+    params = initial_params_for(analyze((job / "model_linalg.mlir").read_text()))
+    ((schedule,),) = [[s for s in params.ops if s.row_kernel]]
+    assert (schedule.row_kernel, schedule.reduction_tile, schedule.interleave_columns) == (1024, 16, True)
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, result.error
+    (body,) = kernels_of((job / "v0" / "kernels.ptx").read_text()).values()
+    loops = loop_bodies(body)
+    assert len(loops) == 3 and all("ld.global.nc.v4" in loop for loop in loops) and "st.global.v4" in loops[-1]
+    gpu = (job / "v0" / "gpu.mlir").read_text()
+    assert len(re.findall(r"affine_map<\(\)\[s0, s1\] -> \(s0 \* 4 \+ s1 \* 1024(?: \+ \d+)?\)>", gpu)) == 4
+    assert not _spills(job / "v0")
+    schedule.reduction_tile = 0
+    whole = compile_iteration(str(job), 1, params)
+    assert whole.ok, whole.error
+    assert _spills(job / "v1")
+
+
+def _spills(vdir: Path) -> int:
+    """The bytes ptxas spills to local memory, over all kernels."""
+    done = subprocess.run([shutil.which("ptxas"), "-arch=sm_90a", "-v", str(vdir / "kernels.ptx"), "-o", os.devnull],
+                          capture_output=True, text=True, check=True)
+    return sum(int(n) for n in re.findall(r"(\d+) bytes spill stores", done.stderr))
 
 
 def test_interleave_columns_needs_a_row_kernel_or_block_reduction(tmp_path):

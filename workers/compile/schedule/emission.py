@@ -274,8 +274,7 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
     # fusion consumes the producer's handle, so a shared fill is looked up afresh from each consumer
     fills = [tb.producer_of(payload.ops[op], operand, f"{k}_fill{j}") for j, (op, operand) in enumerate(g.fills)]
     if s.row_kernel:
-        _emit_row_kernel(kernel, k, g, s, facts, payload, fills)
-        return []
+        return _emit_row_kernel(kernel, k, g, s, facts, payload, fills)
     handles = {m: payload.ops[m] for m in [g.anchor] + ([g.producer] if g.producer is not None else [])}
     if g.producer is not None and not facts[g.producer].single_use:  # recomputed in each consumer
         operand = facts[g.anchor].operand_producers.index(g.producer)
@@ -419,12 +418,16 @@ ROW_OP = "farm.row_op"
 
 
 def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[LinalgOpFacts], payload: Payload,
-                     fills: list[tb.Handle]) -> None:
+                     fills: list[tb.Handle]) -> list[tb.Handle]:
     """One kernel for a row pipeline: a block per row with every op fused into it (CSE then merges the
     copies that fusing a producer once per use makes); then, consumers first, the anchor over the
     block's threads and each reduction over them as a block reduction (partials in shared memory,
     merged by a warp then one thread, the result in shared memory), each fusing the elementwise ops it reads
-    (recomputed there, never stored). The ops are found again after CSE by a `farm.row_op` mark."""
+    (recomputed there, never stored). With reduction_tile, each thread goes through its run of columns in
+    steps of that many (a loop, the elementwise ops fused into it): a whole run of a long row's columns was
+    one vector per thread, spilled to local memory (rows of 393216 f32: 384 columns a thread, 7 KB of
+    spills). The ops are found again after CSE by a `farm.row_op` mark. Returns the step loops whose
+    accumulators are hoisted after CSE."""
     fill_of = {op: fills[j] for j, (op, _) in enumerate(g.fills)}
     # results that only the kernel reads (a reduction's row of maxima or sums) become block-local
     # tensors, i.e. shared memory, also through a reshape of their tensor.empty
@@ -444,29 +447,37 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
     def find(m: int | str) -> tb.Handle:
         return tb.match(grid, attributes={ROW_OP: _mark(m)}, name=f"{k}_op{m}")
 
-    vectorized = []
+    vectorized, hoists = [], []
     elementwise = [m for m in g.members if facts[m].info.iterator_types == ROW_LOOPS[0]]
     for d in [g.anchor, *reversed([m for m in g.members if m not in elementwise])]:
         if d == g.anchor:
             thread_op, containing = tb.tile_forall(block_op, "#gpu.thread<x>", num_threads=[0, s.row_kernel],
                                                    name=f"{k}_t{d}")
-            vectorized.append(thread_op)
         else:
             partials = _emit_partials(f"{k}{d}", find(d), [0, s.row_kernel], 1)
             merge, merge_forall = _emit_merge(f"{k}{d}", partials.combine, s.row_kernel, 1, 1)
-            vectorized += [partials.fill, partials.split, *merge]
+            thread_op, containing = partials.split, partials.threads
+            vectorized += [partials.fill, *merge]
             if d in fill_of:
                 fill, _ = tb.fuse_into(find(f"f{d}"), merge_forall, f"{k}_ft{d}")
                 vectorized.append(fill)
-            containing = partials.threads
-        # the elementwise ops it reads, consumers first: a copy of each in its thread forall, marked
-        # done so that the next search finds only the block's original
+        # the elementwise ops it reads, consumers first: a copy of each in its thread forall, marked done so
+        # that the next search finds only the block's original
+        copies = []
         for m in sorted(feeding(d, facts, lambda p: p in elementwise), reverse=True):
             copy, containing = tb.fuse_into(find(m), containing, f"{k}_e{d}_{m}")
             tb.annotate(copy, ROW_OP, done)
-            vectorized.append(copy)
+            copies.append(copy)
+        if s.reduction_tile:
+            # the thread's run in steps, the copies moved into the step loop
+            thread_op, loop = tb.tile_for(thread_op, [0, s.reduction_tile], f"{k}_s{d}")
+            hoists.append(loop)
+            for j, copy in enumerate(copies):
+                copies[j], loop = tb.fuse_into(copy, loop, f"{k}_se{d}_{j}")
+        vectorized += [thread_op, *copies]
     for handle in vectorized:
         tb.vectorize(handle)
+    return hoists
 
 
 def _mark(m: int | str) -> int:

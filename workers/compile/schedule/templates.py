@@ -523,6 +523,16 @@ def row_kernel_threads(columns: int) -> int:
     return largest_divisor_at_most(columns, max(min(wanted, MAX_THREADS), 1))
 
 
+def row_kernel_step(run: int, lanes: int) -> int:
+    """A v0 row kernel's reduction_tile: a thread's run of more than ROW_KERNEL_COLUMNS columns (rows past
+    1024 threads of them) in steps of at most that many, whole interleaved accesses of `lanes` elements
+    each; 0 (the run whole) otherwise. A whole run of 384 f32 (softmax over rows of 393216) was one vector
+    of a thread, 7 KB of it spilled to local memory."""
+    if run <= ROW_KERNEL_COLUMNS:
+        return 0
+    return largest_divisor_at_most(run // lanes, ROW_KERNEL_COLUMNS // lanes) * lanes
+
+
 # a block reduction over rows at least this long takes MAX_THREADS threads per row: the row sum over rows
 # of 8192 f32 1.06x over 512 threads (65.6 vs 69.6 us) once its loads were interleaved and streamed
 # (schedule_sweep_h200.md run 24, the loop's v2 in loop_h200.md 12:37)

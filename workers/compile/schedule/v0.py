@@ -13,14 +13,14 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 default_op_schedule, transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
-                                                row_kernel_threads, block_reduction_threads, STAGED_SIMT_TILES,
+                                                row_kernel_threads, row_kernel_step, block_reduction_threads, STAGED_SIMT_TILES,
                                                 STAGED_PADDING_WORK, direct_conv_tiles)
 from workers.compile.schedule.staged_matmul import plan_staged_matmul
-from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks
+from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, vector_elements
 from workers.compile.schedule.validation import scalar_partial_tiles
 from workers.compile.tensor_core import plan_mma
 from workers.records import (OpInfo, OpSchedule, ScheduleParams, default_split_factor, leaves_partial_tiles,
-                             reduction_extents, warp_can_merge)
+                             reduction_extents, warp_can_merge, interleave_lanes)
 from workers.target import Target, target
 
 
@@ -342,8 +342,10 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
         taken.update(members)
         reductions = [facts[m].info for m in members if facts[m].info.iterator_types == ROW_LOOPS[1]]
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
+        threads = row_kernel_threads(columns)
+        step = row_kernel_step(columns // threads, interleave_lanes(columns // threads, vector_elements(f.info.dtype)))
         row = OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0], vectorize=True,
-                         row_kernel=row_kernel_threads(columns), interleave_columns=True)
+                         row_kernel=threads, reduction_tile=step, interleave_columns=True)
         row.warp_merge = all(r.dtype != "f64" for r in reductions) and warp_can_merge(row)
         new.ops.append(row)
     new.ops.sort(key=lambda s: s.op_index)

@@ -236,30 +236,34 @@ def _check_row_kernel(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]
             or schedule.promote_shared:
         raise ScheduleError(f"op {op.index}: a row kernel takes no tensor_core, split_reduction, block_reduction "
                             "or promote_shared")
-    if schedule.block_tile != [1, 0] or schedule.thread_tile != [0, 0] or schedule.reduction_tile:
-        raise ScheduleError(f"op {op.index}: a row kernel has block_tile [1, 0] (a block per row), thread_tile "
-                            f"[0, 0] and no reduction_tile, not {schedule.block_tile}, {schedule.thread_tile}, "
-                            f"{schedule.reduction_tile}")
+    if schedule.block_tile != [1, 0] or schedule.thread_tile != [0, 0]:
+        raise ScheduleError(f"op {op.index}: a row kernel has block_tile [1, 0] (a block per row) and thread_tile "
+                            f"[0, 0], not {schedule.block_tile}, {schedule.thread_tile}")
     columns = op.loop_ranges[1]
     if not 2 <= threads <= MAX_THREADS or columns % threads:
         raise ScheduleError(f"op {op.index}: row_kernel {threads} must be 2..{MAX_THREADS} and divide the "
                             f"{columns} columns")
+    run = columns // threads
+    if schedule.reduction_tile and (run % schedule.reduction_tile or schedule.reduction_tile == run):
+        raise ScheduleError(f"op {op.index}: a row kernel's reduction_tile (a thread's step through its run of "
+                            f"{run} columns) must divide the run and be shorter, not {schedule.reduction_tile}")
     _check_warp_merge(schedule, op)
     return [threads, 1, 1]
 
 
 def interleaved_columns(schedule: OpSchedule, op: OpInfo) -> bool:
     """Whether the kernel of `schedule` (anchor `op`) interleaves its threads' columns: interleave_columns
-    is on, and each thread of the row kernel or block reduction (without reduction_tile, over the innermost
-    loop) reads one run of columns longer than one access (interleave_lanes: a 128-bit vector, or fewer
-    elements where the run is not whole vectors). Elsewhere the knob changes nothing (a thread's one access
-    is interleaved already)."""
+    is on, and each thread of the row kernel or block reduction (over the innermost loop) reads one run of
+    columns longer than one access (interleave_lanes: a 128-bit vector, or fewer elements where the run is
+    not whole vectors), whole or in steps of reduction_tile that are whole accesses. Elsewhere the knob
+    changes nothing (a thread's one access is interleaved already)."""
     if not schedule.interleave_columns or schedule.split_reduction:
         return False
     if schedule.row_kernel:
         columns = op.loop_ranges[1] // schedule.row_kernel
-    elif schedule.block_reduction and not schedule.reduction_tile and op.iterator_types[-1] == "reduction":
+    elif schedule.block_reduction and op.iterator_types[-1] == "reduction":
         columns = reduction_extents(op)[0] // schedule.block_reduction
     else:
         return False
-    return columns > interleave_lanes(columns, vector_elements(op.dtype))
+    lanes = interleave_lanes(columns, vector_elements(op.dtype))
+    return columns > lanes and schedule.reduction_tile % lanes == 0
