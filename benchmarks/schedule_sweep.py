@@ -218,11 +218,12 @@ def variant_params(job: str, variant: Variant, tf32: bool = False):
     from workers.compile.analysis import analyze
     from workers.compile.schedule.v0 import initial_params_for, with_row_kernels
     from workers.layout import LINALG_FILE
+    from workers.target import target
 
     facts = analyze(Path(job, LINALG_FILE).read_text())
     params = initial_params_for(facts, tf32=tf32, reductions=variant.reductions)
     if variant.row_kernel_reductions:
-        params = with_row_kernels(params, facts, variant.row_kernel_reductions)
+        params = with_row_kernels(params, facts, target(params.chip).sms, variant.row_kernel_reductions)
     for s in params.ops:
         if s.block_reduction and variant.block_reductions:
             s.block_reduction = variant.block_reductions

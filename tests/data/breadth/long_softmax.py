@@ -11,7 +11,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(32, 98304)]
+    return [torch.randn(256, 98304)]
 
 
 def get_init_inputs():

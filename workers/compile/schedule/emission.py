@@ -18,7 +18,7 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.staging import emit_staged_copies
 from workers.compile.pipeline import (KERNEL_ARITHMETIC_SEQUENCE, MAIN_SEQUENCE, PIPELINE_COPIES_SEQUENCE, prepare,
                                       schedule_module)
-from workers.compile.schedule.grouping import Group, plan_groups, ROW_LOOPS, group_family, reduction_member, feeding
+from workers.compile.schedule.grouping import Group, plan_groups, row_loops, group_family, reduction_member, feeding
 from workers.compile.schedule.templates import PARTIAL_LOADS, img2col_op, split_over_blocks, partial_kernel_schedule
 from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, forall_mapping,
                                             linear_grid, threads_per_loop)
@@ -435,7 +435,10 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
     marks = {m: payload.ops[m] for m in g.members} | {f"f{m}": fill_of[m] for m in fill_of}
     for m, handle in marks.items():
         tb.mark(handle, ROW_OP, _mark(m), name=f"{k}_mark_{m}")
-    block_op, containing = tb.tile_forall(payload.ops[g.anchor], "#gpu.block<x>", tile_sizes=[1, 0], name=f"{k}_b")
+    op = facts[g.anchor].info
+    rows = len(op.loop_ranges) - 1  # loops over the rows; the last, loop `rows`, over the columns
+    block_op, containing = tb.tile_forall(payload.ops[g.anchor], forall_mapping(
+        "block", sum(1 for b in s.block_tile if b), bool(linear_grid(s, op))), tile_sizes=s.block_tile, name=f"{k}_b")
     for j, handle in enumerate([*(payload.ops[m] for m in reversed(g.members)), *fills]):
         _, containing = tb.fuse_into(handle, containing, f"{k}_fused{j}")
     tb.mark(containing, kernel_marks.KERNEL, kernel, name=f"{k}_id")
@@ -448,14 +451,15 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
         return tb.match(grid, attributes={ROW_OP: _mark(m)}, name=f"{k}_op{m}")
 
     vectorized, hoists = [], []
-    elementwise = [m for m in g.members if facts[m].info.iterator_types == ROW_LOOPS[0]]
+    along_columns = [0] * rows + [s.row_kernel]
+    elementwise = [m for m in g.members if facts[m].info.iterator_types == row_loops(rows + 1)[0]]
     for d in [g.anchor, *reversed([m for m in g.members if m not in elementwise])]:
         if d == g.anchor:
-            thread_op, containing = tb.tile_forall(block_op, "#gpu.thread<x>", num_threads=[0, s.row_kernel],
+            thread_op, containing = tb.tile_forall(block_op, "#gpu.thread<x>", num_threads=along_columns,
                                                    name=f"{k}_t{d}")
         else:
-            partials = _emit_partials(f"{k}{d}", find(d), [0, s.row_kernel], 1)
-            merge, merge_forall = _emit_merge(f"{k}{d}", partials.combine, s.row_kernel, 1, 1)
+            partials = _emit_partials(f"{k}{d}", find(d), along_columns, rows)
+            merge, merge_forall = _emit_merge(f"{k}{d}", partials.combine, s.row_kernel, rows, rows)
             thread_op, containing = partials.split, partials.threads
             vectorized += [partials.fill, *merge]
             if d in fill_of:
@@ -470,7 +474,7 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
             copies.append(copy)
         if s.reduction_tile:
             # the thread's run in steps, the copies moved into the step loop
-            thread_op, loop = tb.tile_for(thread_op, [0, s.reduction_tile], f"{k}_s{d}")
+            thread_op, loop = tb.tile_for(thread_op, [0] * rows + [s.reduction_tile], f"{k}_s{d}")
             hoists.append(loop)
             for j, copy in enumerate(copies):
                 copies[j], loop = tb.fuse_into(copy, loop, f"{k}_se{d}_{j}")

@@ -38,8 +38,8 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
         if schedule is not None and schedule.row_kernel:
             members = row_kernel_members(i, facts)
             if members is None:
-                raise ScheduleError(f"op {i}: row_kernel needs an elementwise op over [rows, columns] fed only by "
-                                    "row reductions and elementwise ops over the same rows and columns")
+                raise ScheduleError(f"op {i}: row_kernel needs an elementwise op over [rows..., columns] fed by "
+                                    "row reductions over its columns")
             fused.update([i, *members])
             groups.append(Group(anchor=i, producer=None, fills=_fills_of([*members, i], facts, by_index),
                                 members=members))
@@ -91,24 +91,28 @@ def _initialised_conv(i: int, facts: list[LinalgOpFacts], by_index: dict[int, Op
     return conv
 
 
-ROW_LOOPS = (["parallel", "parallel"], ["parallel", "reduction"])  # an elementwise op, a row reduction
+def row_loops(n: int) -> tuple[list[str], list[str]]:
+    """The iterator types of a row pipeline's ops over `n` loops, the last the columns: elementwise, and a row
+    reduction over the columns."""
+    return ["parallel"] * n, ["parallel"] * (n - 1) + ["reduction"]
 
 
 def row_kernel_members(anchor: int, facts: list[LinalgOpFacts]) -> list[int] | None:
     """The ops a row kernel on `anchor` takes (payload order), or None where it does not apply: the
-    anchor is elementwise over [rows, columns]; every op feeding it, transitively, is elementwise over
-    the same loops or reduces them over the columns, and feeds nothing outside; at least one reduces."""
+    anchor is elementwise over [rows..., columns] (a softmax over attention scores has three dims of rows);
+    the ops feeding it, transitively, that are elementwise over the same loops or reduce them over the
+    columns, and feed nothing outside; at least one reduces. Other producers (the matmul of the scores, a
+    mask over fewer loops) are kernels of their own, which the row kernel reads."""
     op = facts[anchor].info
-    if op.family != "elementwise" or op.iterator_types != ROW_LOOPS[0]:
+    elementwise, reduction = row_loops(len(op.loop_ranges))
+    if op.family != "elementwise" or op.iterator_types != elementwise or len(op.loop_ranges) < 2:
         return None
-    members = feeding(anchor, facts)
-    if any(facts[m].info.loop_ranges != op.loop_ranges or facts[m].info.iterator_types not in ROW_LOOPS
-           for m in members):
-        return None
+    members = feeding(anchor, facts, lambda p: facts[p].info.loop_ranges == op.loop_ranges
+                      and facts[p].info.iterator_types in (elementwise, reduction))
     group = members | {anchor}
     if any(p in members and f.info.index not in group for f in facts for p in f.operand_producers):
         return None
-    if not any(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members):
+    if not any(facts[m].info.iterator_types == reduction for m in members):
         return None
     return sorted(members)
 

@@ -523,6 +523,15 @@ def row_kernel_threads(columns: int) -> int:
     return largest_divisor_at_most(columns, max(min(wanted, MAX_THREADS), 1))
 
 
+def row_block_tile(op: OpInfo) -> list[int]:
+    """A row kernel's block tile: a block per row, i.e. 1 on each loop over rows but unit ones (1 on the
+    first where all are), 0 on the columns."""
+    tile = [1 if r > 1 else 0 for r in op.loop_ranges[:-1]] + [0]
+    if not any(tile):
+        tile[0] = 1
+    return tile
+
+
 def row_kernel_step(run: int, lanes: int) -> int:
     """A v0 row kernel's reduction_tile: a thread's run of more than ROW_KERNEL_COLUMNS columns (rows past
     1024 threads of them) in steps of at most that many, whole interleaved accesses of `lanes` elements

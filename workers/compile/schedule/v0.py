@@ -7,13 +7,13 @@ import math
 from typing import NamedTuple
 
 from workers.compile.analysis import LinalgOpFacts
-from workers.compile.schedule.grouping import (Group, plan_groups, ROW_LOOPS, row_kernel_members, group_family,
+from workers.compile.schedule.grouping import (Group, plan_groups, row_kernel_members, group_family,
                                                reduction_member)
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_shared_outputs, wants_img2col,
                                                 default_op_schedule, transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
-                                                row_kernel_threads, row_kernel_step, block_reduction_threads, STAGED_SIMT_TILES,
+                                                row_kernel_threads, row_kernel_step, row_block_tile, block_reduction_threads, STAGED_SIMT_TILES,
                                                 STAGED_PADDING_WORK, direct_conv_tiles)
 from workers.compile.schedule.staged_matmul import plan_staged_matmul
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, vector_elements
@@ -223,7 +223,7 @@ def initial_params_for(facts: list[LinalgOpFacts], chip: str = "sm_90a", tf32: b
     if reductions == "split":
         return params
     params = with_block_reductions(params, facts, gpu.sms)
-    return with_every_kernel(with_row_kernels(params, facts) if reductions == "rows" else params, facts, gpu)
+    return with_every_kernel(with_row_kernels(params, facts, gpu.sms) if reductions == "rows" else params, facts, gpu)
 
 
 def with_every_kernel(params: ScheduleParams, facts: list[LinalgOpFacts], gpu: Target) -> ScheduleParams:
@@ -244,6 +244,12 @@ def with_every_kernel(params: ScheduleParams, facts: list[LinalgOpFacts], gpu: T
 GRID_SPLIT_MIN_EXTENT = 1 << 16
 
 
+def keeps_grid_split(outputs: int, extent: int, sms: int) -> bool:
+    """Whether a reduction of `outputs` rows of `extent` keeps its split over the grid rather than a block
+    per output (GRID_SPLIT_MIN_EXTENT)."""
+    return outputs < sms and extent >= GRID_SPLIT_MIN_EXTENT
+
+
 def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, sms: int) -> OpSchedule | None:
     """The one-kernel shape of a group whose anchor is a row-like reduction: a block per output,
     block_reduction_threads(K) threads reducing its K elements; None where it does not apply or a
@@ -253,7 +259,7 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, 
         return None
     extent = reduction_extents(op)[0]
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
-    if facts[g.anchor].splittable and outputs < sms and extent >= GRID_SPLIT_MIN_EXTENT:
+    if facts[g.anchor].splittable and keeps_grid_split(outputs, extent, sms):
         return None
     block = _block_per_output(op)
     threads = block_reduction_threads(extent)
@@ -322,29 +328,31 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sm
 ROW_KERNEL_MAX_REDUCTIONS = 3
 
 
-def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts],
+def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts], sms: int,
                      max_reductions: int = ROW_KERNEL_MAX_REDUCTIONS) -> ScheduleParams:
     """A copy of `params` where each row pipeline (row_kernel_members) of at most `max_reductions`
-    reductions is one kernel of row_kernel_threads(columns) threads per row, its ops losing their own
-    schedules; its merges end in warp shuffles unless a reduction is in f64; its threads' columns
-    interleaved (interleaved_columns: softmax over rows of 8192 f32 1.14x, layernorm 1.23x on the H200,
-    schedule_sweep_h200.md run 20)."""
+    reductions (but where its reductions keep their split over the grid: GroupNorm's 8 groups of 2^18) is
+    one kernel of row_kernel_threads(columns) threads per row, its
+    ops losing their own schedules; its merges end in warp shuffles unless a reduction is in f64; its
+    threads' columns interleaved (interleaved_columns: softmax over rows of 8192 f32 1.14x, layernorm 1.23x
+    on the H200, schedule_sweep_h200.md run 20)."""
     new = ScheduleParams.from_dict(params.to_dict())
     taken: set[int] = set()
     for f in reversed(facts):
         i = f.info.index
         members = None if i in taken else row_kernel_members(i, facts)
-        if members is None or sum(facts[m].info.iterator_types == ROW_LOOPS[1] for m in members) > max_reductions:
+        reductions = [facts[m].info for m in members or [] if facts[m].info.iterator_types[-1] == "reduction"]
+        if members is None or len(reductions) > max_reductions:
             continue
-        columns = f.info.loop_ranges[1]
-        if row_kernel_threads(columns) < 2:  # rows too short to share (under 16 columns): a kernel per op
-            continue
+        *rows, columns = f.info.loop_ranges
+        if row_kernel_threads(columns) < 2 or keeps_grid_split(math.prod(rows), columns, sms):
+            continue  # rows too short to share (under 16 columns), or to be split over the grid: a kernel per op
         taken.update(members)
-        reductions = [facts[m].info for m in members if facts[m].info.iterator_types == ROW_LOOPS[1]]
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
         threads = row_kernel_threads(columns)
         step = row_kernel_step(columns // threads, interleave_lanes(columns // threads, vector_elements(f.info.dtype)))
-        row = OpSchedule(op_index=i, family="reduction", block_tile=[1, 0], thread_tile=[0, 0], vectorize=True,
+        row = OpSchedule(op_index=i, family="reduction", block_tile=row_block_tile(f.info),
+                         thread_tile=[0] * len(f.info.loop_ranges), vectorize=True,
                          row_kernel=threads, reduction_tile=step, interleave_columns=True)
         row.warp_merge = all(r.dtype != "f64" for r in reductions) and warp_can_merge(row)
         new.ops.append(row)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import Group, reduction_member
 from workers.compile.schedule.staged_matmul import StagedMatmul, plan_staged_matmul
-from workers.compile.schedule.templates import img2col_op, maskable_matmul, reductions_trail, split_over_blocks
+from workers.compile.schedule.templates import (img2col_op, maskable_matmul, reductions_trail, row_block_tile,
+                                                split_over_blocks)
 from workers.compile.schedule.tiles import (MAX_THREADS, ScheduleError, vector_elements, grid_blocks, block_dims,
                                             MAX_GRID_X)
 from workers.compile.tensor_core import MmaPlan, plan_mma
@@ -236,10 +237,10 @@ def _check_row_kernel(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts]
             or schedule.promote_shared:
         raise ScheduleError(f"op {op.index}: a row kernel takes no tensor_core, split_reduction, block_reduction "
                             "or promote_shared")
-    if schedule.block_tile != [1, 0] or schedule.thread_tile != [0, 0]:
-        raise ScheduleError(f"op {op.index}: a row kernel has block_tile [1, 0] (a block per row) and thread_tile "
-                            f"[0, 0], not {schedule.block_tile}, {schedule.thread_tile}")
-    columns = op.loop_ranges[1]
+    if schedule.block_tile != row_block_tile(op) or any(schedule.thread_tile):
+        raise ScheduleError(f"op {op.index}: a row kernel has block_tile {row_block_tile(op)} (a block per row) and "
+                            f"thread_tile all 0, not {schedule.block_tile}, {schedule.thread_tile}")
+    columns = op.loop_ranges[-1]
     if not 2 <= threads <= MAX_THREADS or columns % threads:
         raise ScheduleError(f"op {op.index}: row_kernel {threads} must be 2..{MAX_THREADS} and divide the "
                             f"{columns} columns")
@@ -260,7 +261,7 @@ def interleaved_columns(schedule: OpSchedule, op: OpInfo) -> bool:
     if not schedule.interleave_columns or schedule.split_reduction:
         return False
     if schedule.row_kernel:
-        columns = op.loop_ranges[1] // schedule.row_kernel
+        columns = op.loop_ranges[-1] // schedule.row_kernel
     elif schedule.block_reduction and op.iterator_types[-1] == "reduction":
         columns = reduction_extents(op)[0] // schedule.block_reduction
     else:
