@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -805,6 +808,33 @@ def test_a_loss_to_one_value_merges_its_partials_in_a_block(tmp_path):
     config = LaunchConfig.from_json((tmp_path / "big_mse" / "v0" / "config.json").read_text())
     merge = config.launches[result.kernel_ops.index(loss.op_index) + 1]
     assert merge.grid == [1, 1, 1] and merge.block == [loss.block_reduction, 1, 1]
+
+
+def test_attentions_softmax_is_a_row_kernel_over_its_4d_rows_and_its_row_sums_a_block_per_row(tmp_path):
+    """Causal attention over 32 x 8 heads x 512 tokens (KernelBench level 3 #43 in small): exp(scores - max)
+    is one row kernel of a block per [batch, head, row] (the masked scale and the max fused, the [1, 1, 512,
+    512] mask a kernel of its own), 64 threads along the 512 columns; the row sums, which the division
+    after the product with V reads (farm-scales-after-contractions), 131072 of them, a block reduction each:
+    a thread per sum read 32 rows in each warp-wide access. Nothing spills."""
+    model = tmp_path / "long_attention.py"
+    model.write_text((BREADTH / "causal_attention.py").read_text().replace("256", "512").replace(
+        "torch.randn(4, 4, 512, 64)", "torch.randn(32, 8, 512, 64)"))
+    job = tmp_path / "long_attention"
+    lower_model(str(model), str(job))
+    params = initial_params(str(job))
+    (row,) = [s for s in params.ops if s.row_kernel]
+    assert (row.block_tile, row.row_kernel, row.warp_merge, row.interleave_columns) == ([1, 1, 1, 0], 64, True, True)
+    (sums,) = [s for s in params.ops if s.block_reduction]
+    assert (sums.block_tile, sums.block_reduction) == ([1, 1, 1, 0], 128)
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, result.error
+    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+    launches = {op: launch for op, launch in zip(result.kernel_ops, config.launches)}
+    assert (launches[row.op_index].grid, launches[row.op_index].block) == ([512, 8, 32], [64, 1, 1])
+    assert (launches[sums.op_index].grid, launches[sums.op_index].block) == ([512, 8, 32], [128, 1, 1])
+    done = subprocess.run([shutil.which("ptxas"), "-arch=sm_90a", "-v", str(job / "v0" / "kernels.ptx"), "-o",
+                           os.devnull], capture_output=True, text=True, check=True)
+    assert not re.search(r"[1-9]\d* bytes spill", done.stderr), done.stderr
 
 
 def test_a_groupnorm_over_large_groups_keeps_every_op_in_a_kernel(tmp_path):

@@ -38,6 +38,16 @@ def wants_shared_outputs(facts: LinalgOpFacts) -> bool:
         and outputs <= SPLIT_MAX_OUTPUTS and default_split_factor(extents[0]) > 1
 
 
+def wants_block_per_row(facts: LinalgOpFacts) -> bool:
+    """A reduction over its innermost loop alone, of at least SPLIT_MIN_EXTENT elements, with any number of
+    outputs (attention's row sums of its 1024 x 512 x 512 scores): a thread per output made each warp-wide
+    access touch 32 rows; a block per output reads its row's neighbouring elements together."""
+    op = facts.info
+    return facts.block_reducible and op.family == "reduction" and op.name == "linalg.generic" \
+        and op.iterator_types[-1] == "reduction" \
+        and op.iterator_types.count("reduction") == 1 and op.loop_ranges[-1] >= SPLIT_MIN_EXTENT
+
+
 def _splits_in_chunks(op: OpInfo, schedule: OpSchedule) -> bool:
     """A register-tiled matmul's split: partial p reduces the p-th contiguous chunk of K, so that its
     threads read their operands' K runs as the matmul's do (vector loads); other splits interleave."""

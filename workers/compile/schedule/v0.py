@@ -10,6 +10,7 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import (Group, plan_groups, row_kernel_members, group_family,
                                                reduction_member)
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_shared_outputs, wants_img2col,
+                                                wants_block_per_row,
                                                 default_op_schedule, transpose_schedule, V0_MATMUL_K_TILES,
                                                 fill_the_grid, split_k_to_fill_the_grid, img2col_schedule,
                                                 maskable_matmul, partial_matmul_schedule, warp_aligned_blocks,
@@ -255,7 +256,8 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, 
     block_reduction_threads(K) threads reducing its K elements; None where it does not apply or a
     split fills more of the GPU's `sms` (an op that does not split keeps the block reduction)."""
     op = facts[g.anchor].info
-    if reduction_member(g, facts) != g.anchor or not wants_shared_outputs(facts[g.anchor]):
+    if reduction_member(g, facts) != g.anchor \
+            or not (wants_shared_outputs(facts[g.anchor]) or wants_block_per_row(facts[g.anchor])):
         return None
     extent = reduction_extents(op)[0]
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
@@ -300,8 +302,8 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sm
     """A copy of `params` where every split row reduction is a one-kernel block reduction instead
     (block_reduction_schedule), or where it keeps its split, merges its partials in a block per output
     (merge_in_a_block); so is a row reduction that cannot split (its body reads a loop index: a
-    cross-entropy's gather of each row's target); producers that this lets kernels fuse lose their own
-    schedule."""
+    cross-entropy's gather of each row's target) and one over a long innermost loop (wants_block_per_row);
+    producers that this lets kernels fuse lose their own schedule."""
     new = ScheduleParams.from_dict(params.to_dict())
     groups = {g.anchor: g for g in plan_groups(facts, None)}
 
@@ -311,7 +313,9 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sm
         g = groups[s.op_index]
         if s.split_reduction:
             return block_reduction_schedule(g, facts, s.family, sms) or merge_in_a_block(s, g, facts)
-        return None if facts[s.op_index].splittable else block_reduction_schedule(g, facts, s.family, sms)
+        if facts[s.op_index].splittable and not wants_block_per_row(facts[s.op_index]):
+            return None
+        return block_reduction_schedule(g, facts, s.family, sms)
 
     new.ops = [in_a_block(s) or s for s in new.ops]
     anchors = {g.anchor for g in plan_groups(facts, new)}
