@@ -837,6 +837,25 @@ def test_attentions_softmax_is_a_row_kernel_over_its_4d_rows_and_its_row_sums_a_
     assert not re.search(r"[1-9]\d* bytes spill", done.stderr), done.stderr
 
 
+def test_a_row_op_that_something_outside_the_row_kernel_also_reads_is_no_member(tmp_path):
+    """LayerNorm's output y feeds y - mean(y) and, through a reshape, the model's second output (SwinMLP's
+    norm and its residual): as a member of the row kernel it was fused twice (once for the kernel, once for
+    the reshape's use), which broke the kernel's fusion; it is the anchor of its own row kernel instead."""
+    model = tmp_path / "norm_read_twice.py"
+    model.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                     "    def __init__(self):\n        super().__init__()\n        self.norm = nn.LayerNorm(96)\n\n"
+                     "    def forward(self, x):\n        y = self.norm(x)\n"
+                     "        return y - y.mean(-1, keepdim=True), y.reshape(16, 256 * 96)\n\n\n"
+                     "def get_inputs():\n    return [torch.randn(16, 256, 96)]\n\n\n"
+                     "def get_init_inputs():\n    return []\n")
+    job = tmp_path / "norm_read_twice"
+    lower_model(str(model), str(job))
+    params = initial_params(str(job))
+    assert len([s for s in params.ops if s.row_kernel]) == 1 and len(params.ops) == 3
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, result.error
+
+
 def test_a_groupnorm_over_large_groups_keeps_every_op_in_a_kernel(tmp_path):
     """GroupNorm over 8 groups of 2^18 elements (KernelBench level 2 #61 in small): both statistics split
     and merge in blocks; the centred values that the variance reads keep a kernel of their own (a split's

@@ -28,6 +28,7 @@ class LinalgOpFacts:
     init_producer: int | None  # linalg op defining the (first) init operand, e.g. a linalg.fill
     n_inputs: int  # operand index of the first init
     single_use: bool  # its result has exactly one use
+    uses: int = 0  # uses of its results by any op (a reshape's and the return's too)
     input_dtypes: list[str] = field(default_factory=list)  # element type per input operand
     # its reduction folds each value into one accumulator (mlir.reduction_combiner), so a block's threads
     # share each output (tile_reduction_using_forall offsets each thread's linalg.index); an argmax's
@@ -122,6 +123,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
                 init_producer=producers[n_inputs] if len(producers) > n_inputs else None,
                 n_inputs=n_inputs,
                 single_use=len(list(result.uses)) == 1,
+                uses=sum(len(list(r.uses)) for r in o.results),
                 block_reducible=one_accumulator,
                 splittable=one_accumulator and not mlir.reads_loop_index(op),
                 input_dtypes=[str(ir.ShapedType(v.type).element_type) if isinstance(v.type, ir.ShapedType)

@@ -2,6 +2,7 @@
 pipeline; and the facts grouping rests on."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from workers.compile.analysis import LinalgOpFacts
@@ -110,7 +111,8 @@ def row_kernel_members(anchor: int, facts: list[LinalgOpFacts]) -> list[int] | N
     members = feeding(anchor, facts, lambda p: facts[p].info.loop_ranges == op.loop_ranges
                       and facts[p].info.iterator_types in (elementwise, reduction))
     group = members | {anchor}
-    if any(p in members and f.info.index not in group for f in facts for p in f.operand_producers):
+    read_in_group = Counter(p for m in group for p in [*facts[m].operand_producers, facts[m].init_producer])
+    if any(read_in_group[m] != facts[m].uses for m in members):  # also read outside (through a reshape, say)
         return None
     if not any(facts[m].info.iterator_types == reduction for m in members):
         return None
