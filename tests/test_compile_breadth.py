@@ -16,9 +16,9 @@ import torch
 
 from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
-from workers.compile.passes import (bool_bytes, collapse_contraction_loops, collapse_reduction_loops, extracted_scalars,
-                                    hoist_accumulators, reduce_in_stages, registry, scalar_unit_loop,
-                                    scales_after_contractions, unit_dim_transposes)
+from workers.compile.passes import (bool_bytes, collapse_contraction_loops, collapse_reduction_loops,
+                                    contraction_operands_apart, extracted_scalars, hoist_accumulators, reduce_in_stages,
+                                    registry, scalar_unit_loop, scales_after_contractions, unit_dim_transposes)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule import templates
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
@@ -434,6 +434,78 @@ def test_a_scale_that_k_does_not_index_moves_after_the_contraction():
     args = [torch.rand(4, 16, 32), torch.rand(4, 16) + 1, torch.rand(4, 32, 8), torch.rand(4, 32)]
     shapes = [[4, 16, 8]] * 3
     for before, after in zip(run_linalg(SOFTMAX_TIMES_V, args, shapes), run_linalg(text, args, shapes)):
+        torch.testing.assert_close(torch.from_numpy(after), torch.from_numpy(before), rtol=1e-5, atol=1e-6)
+
+
+FUSED_OPERANDS = """
+#xk = affine_map<(d0, d1, d2) -> (d0, d2)>
+#row = affine_map<(d0, d1, d2) -> (d0)>
+#col = affine_map<(d0, d1, d2) -> (d2)>
+#kn = affine_map<(d0, d1, d2) -> (d2, d1)>
+#o = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @forward(%x: tensor<16x32xf32>, %mean: tensor<16xf32>, %rstd: tensor<16xf32>, %g: tensor<32xf32>,
+                   %w: tensor<32x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.35355339059327379 : f64
+  %e = tensor.empty() : tensor<16x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %normed = linalg.generic {indexing_maps = [#xk, #row, #row, #col, #kn, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %mean, %rstd, %g, %w : tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>, tensor<32xf32>, tensor<32x8xf32>)
+      outs(%init : tensor<16x8xf32>) {
+  ^bb0(%a: f32, %m: f32, %r: f32, %gk: f32, %b: f32, %acc: f32):
+    %c = arith.subf %a, %m : f32
+    %n = arith.mulf %c, %r : f32
+    %y = arith.mulf %n, %gk : f32
+    %p = arith.mulf %y, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<16x8xf32>
+  %scaled = linalg.generic {indexing_maps = [#xk, #kn, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<16x32xf32>, tensor<32x8xf32>) outs(%init : tensor<16x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %c = arith.truncf %scale : f64 to f32
+    %sa = arith.mulf %a, %c : f32
+    %d = arith.truncf %scale : f64 to f32
+    %sb = arith.mulf %b, %d : f32
+    %p = arith.mulf %sa, %sb : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<16x8xf32>
+  %squares = linalg.generic {indexing_maps = [#xk, #kn, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<16x32xf32>, tensor<32x8xf32>) outs(%init : tensor<16x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %d = arith.subf %a, %b : f32
+    %p = arith.mulf %d, %d : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<16x8xf32>
+  return %normed, %scaled, %squares : tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
+}
+"""
+
+
+def test_an_operands_computation_fused_into_a_contraction_is_computed_apart_first():
+    """farm-contraction-operands-apart: a LayerNorm's normalization fused into the Linear after it, and
+    attention's queries and keys each scaled by a constant (scaled_dot_product_attention), become elementwise
+    generics over the operand's own loops (x's [16, 32]; w's [32, 8]) and a contraction `out + a * b` (what the
+    matmul templates tile and stage); a sum of squared differences, whose factors read the same inputs, stays.
+    The outputs are the same (MLIR's CPU execution engine, before and after)."""
+    from tests.cpu_reference import run_linalg
+
+    text = after_pass(FUSED_OPERANDS, contraction_operands_apart.NAME)
+    generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
+    iterators = [g[1] for g in generics]
+    assert iterators == ['"parallel", "parallel"', '"parallel", "parallel", "reduction"'] + \
+        ['"parallel", "parallel"'] * 2 + ['"parallel", "parallel", "reduction"'] * 2
+    with mlir.context():
+        module = mlir.parse(text, "apart")
+        contractions = [op for op in mlir.body_ops(mlir.main_func(module))
+                        if op.operation.name == "linalg.generic" and "reduction" in mlir.iterator_types(op)]
+        assert [mlir.is_contraction(op) for op in contractions] == [True, True, False]
+    torch.manual_seed(0)
+    args = [torch.rand(16, 32), torch.rand(16), torch.rand(16) + 0.5, torch.rand(32), torch.rand(32, 8)]
+    shapes = [[16, 8]] * 3
+    for before, after in zip(run_linalg(FUSED_OPERANDS, args, shapes), run_linalg(text, args, shapes)):
         torch.testing.assert_close(torch.from_numpy(after), torch.from_numpy(before), rtol=1e-5, atol=1e-6)
 
 

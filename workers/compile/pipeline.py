@@ -125,7 +125,8 @@ def pre_schedule_steps(fuse_elementwise: bool = True) -> list[str]:
     cleanup = "canonicalize,linalg-fuse-elementwise-ops,cse" if fuse_elementwise else "canonicalize,cse"
     return [f"builtin.module({cleanup},{PRE_SCHEDULE_LOWERING})",
             "farm-extracted-scalars-as-operands", "farm-narrow-matmul-operands",
-            "farm-scales-after-contractions", "farm-reduce-in-stages", "farm-collapse-reduction-loops",
+            "farm-scales-after-contractions", "farm-contraction-operands-apart", "farm-reduce-in-stages",
+            "farm-collapse-reduction-loops",
             "farm-collapse-contraction-loops", "farm-unit-dim-transposes-as-reshapes", "farm-scalar-unit-loop", "farm-copy-returned-views", "farm-splat-constants-as-fills",
             "farm-separate-fill-inits", "farm-full-rank-inserts"]
 

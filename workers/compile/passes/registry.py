@@ -5,7 +5,8 @@ from typing import Callable
 
 from workers.compile import host, mlir
 from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_contraction_loops,
-                                    collapse_reduction_loops, copy_returned_views, extracted_scalars, full_rank_inserts,
+                                    collapse_reduction_loops, contraction_operands_apart, copy_returned_views,
+                                    extracted_scalars, full_rank_inserts,
                                     hoist_accumulators, interleave_columns, k_loops, kernel_arguments,
                                     narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
                                     scalar_unit_loop, scales_after_contractions, separate_fill_inits, shared_memory,
@@ -21,6 +22,7 @@ PASSES: dict[str, Pass] = {
     extracted_scalars.NAME: extracted_scalars.run,
     "farm-narrow-matmul-operands": narrow_matmul_operands.narrow_matmul_operands,
     scales_after_contractions.NAME: scales_after_contractions.run,
+    contraction_operands_apart.NAME: contraction_operands_apart.run,
     reduce_in_stages.NAME: reduce_in_stages.run,
     collapse_reduction_loops.NAME: collapse_reduction_loops.run,
     collapse_contraction_loops.NAME: collapse_contraction_loops.run,
