@@ -509,6 +509,26 @@ def test_an_operands_computation_fused_into_a_contraction_is_computed_apart_firs
         torch.testing.assert_close(torch.from_numpy(after), torch.from_numpy(before), rtol=1e-5, atol=1e-6)
 
 
+def test_a_constant_scale_of_each_factor_moves_after_the_contraction():
+    """farm-scales-after-contractions: scaled_dot_product_attention's queries and keys each times a constant
+    (the truncation of an f64 outside the body, in it): the contraction reads x and w as they are, and its
+    result is multiplied by each constant after it; the LayerNorm fused into a Linear (its scale is computed
+    from inputs) and the sum of squared differences stay. The outputs are the same (MLIR's CPU execution
+    engine, before and after)."""
+    from tests.cpu_reference import run_linalg
+
+    text = after_pass(FUSED_OPERANDS, scales_after_contractions.NAME)
+    generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
+    assert [g[1].count("reduction") for g in generics] == [1, 1, 0, 1]  # one op applies both scales
+    # the LayerNorm's 3, the contraction's and its 2 scales, the squares' 1
+    assert text.count("arith.truncf") == 2 and text.count("arith.mulf") == 3 + 3 + 1
+    torch.manual_seed(0)
+    args = [torch.rand(16, 32), torch.rand(16), torch.rand(16) + 0.5, torch.rand(32), torch.rand(32, 8)]
+    shapes = [[16, 8]] * 3
+    for before, after in zip(run_linalg(FUSED_OPERANDS, args, shapes), run_linalg(text, args, shapes)):
+        torch.testing.assert_close(torch.from_numpy(after), torch.from_numpy(before), rtol=1e-5, atol=1e-6)
+
+
 ATTENTION_OUTPUT_PROJECTION = """
 #x = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
 #w = affine_map<(d0, d1, d2, d3) -> (d2, d3, d1)>

@@ -53,15 +53,14 @@ def fused_factors(op) -> tuple[Factor, Factor] | None:
     if any(None in operand_loops(m) for m in indexing_maps(op)):
         return None
     block = o.regions[0].blocks[0]
-    args = list(block.arguments)
-    operations = list(block.operations)
+    args, operations = list(block.arguments), list(block.operations)
     add = defining_op(operations[-1].operands[0], ("arith.addf",))
     if add is None or args[-1] not in list(add.operands):
         return None
     mul = defining_op(add.operands[1] if add.operands[0] == args[-1] else add.operands[0], ("arith.mulf",))
     if mul is None:
         return None
-    factors = [_factor(v, o, args, operations) for v in mul.operands]
+    factors = [factor_of(v, o) for v in mul.operands]
     if None in factors:
         return None
     x, y = factors
@@ -74,9 +73,11 @@ def fused_factors(op) -> tuple[Factor, Factor] | None:
     return x, y
 
 
-def _factor(value: ir.Value, generic, args: list, operations: list) -> Factor | None:
-    """`value` as a Factor: the body ops of `generic` it is computed by and the inputs they read; None where
-    it reads the accumulator, or an op with a region."""
+def factor_of(value: ir.Value, generic) -> Factor | None:
+    """`value`, in the body of `generic`, as a Factor: the body ops it is computed by and the inputs they
+    read (none: a value invariant in the body); None where it reads the accumulator, or an op with a region."""
+    block = generic.regions[0].blocks[0]
+    args, operations = list(block.arguments), list(block.operations)
     if value in args:
         return Factor(value, [], [args.index(value)]) if value != args[-1] else None
     needed, inputs, todo = set(), set(), [value]
@@ -95,6 +96,18 @@ def _factor(value: ir.Value, generic, args: list, operations: list) -> Factor | 
         needed.add(owner.operation)
         todo += list(owner.operands)
     return Factor(value, [inner for inner in operations if inner.operation in needed], sorted(inputs))
+
+
+def clone_ops(ops: list, mapped: dict) -> None:
+    """Clone `ops` (region-less, in order) at the current insertion point, their operands through `mapped`
+    (old value -> new), which gains their results."""
+    for inner in ops:
+        clone = ir.Operation.create(inner.operation.name, results=[r.type for r in inner.results],
+                                    operands=[mapped.get(v, v) for v in inner.operands],
+                                    attributes={name: inner.operation.attributes[name]
+                                                for name in inner.operation.attributes})
+        for old, new in zip(inner.results, clone.results):
+            mapped[old] = new
 
 
 def _apart(op, factors: tuple[Factor, Factor]) -> None:
@@ -144,12 +157,7 @@ def _computed(op, factor: Factor, loops: list[int], shape: list[int], maps: list
     block = generic.regions[0].blocks.append(*[args[i].type for i in factor.inputs], element)
     mapped = {args[i]: block.arguments[j] for j, i in enumerate(factor.inputs)}
     with ir.InsertionPoint(block):
-        for inner in factor.ops:
-            clone = ir.Operation.create(inner.operation.name, results=[r.type for r in inner.results],
-                                        operands=[mapped.get(v, v) for v in inner.operands],
-                                        attributes={name: inner.operation.attributes[name] for name in inner.operation.attributes})
-            for old, new in zip(inner.results, clone.results):
-                mapped[old] = new
+        clone_ops(factor.ops, mapped)
         linalg.YieldOp([mapped[factor.value]])
     return generic.result
 

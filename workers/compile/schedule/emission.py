@@ -453,7 +453,8 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
     vectorized, hoists = [], []
     along_columns = [0] * rows + [s.row_kernel]
     elementwise = [m for m in g.members if facts[m].info.iterator_types == row_loops(rows + 1)[0]]
-    for d in [g.anchor, *reversed([m for m in g.members if m not in elementwise])]:
+    order = _block_order(g, facts)
+    for d in sorted([g.anchor, *(m for m in g.members if m not in elementwise)], key=order.index, reverse=True):
         if d == g.anchor:
             thread_op, containing = tb.tile_forall(block_op, "#gpu.thread<x>", num_threads=along_columns,
                                                    name=f"{k}_t{d}")
@@ -482,6 +483,26 @@ def _emit_row_kernel(kernel: int, k: str, g: Group, s: OpSchedule, facts: list[L
     for handle in vectorized:
         tb.vectorize(handle)
     return hoists
+
+
+def _block_order(g: Group, facts: list[LinalgOpFacts]) -> list[int]:
+    """The order of a row kernel's ops in its block once fused (consumers first, each producer at its first
+    use: the slices of a consumer's operands come before it in operand order). The anchor and the reductions
+    tile over the threads last to first: an elementwise op fused into a thread forall that some op after it
+    still reads is yielded by it (fuse_into_containing_op), and the later fusions of that op found no use to
+    fuse (attention's scaled scores, read by the max, the exponentials and the check for rows of -inf)."""
+    order = [g.anchor]
+
+    def slice_position(m: int, consumer: int) -> int:
+        """Where m goes for `consumer`: before it, and before its operands' ops after m's operand."""
+        operands = facts[consumer].operand_producers
+        after = operands[operands.index(m) + 1:]
+        return min([order.index(p) for p in after if p in order and order.index(p) < order.index(consumer)],
+                   default=order.index(consumer))
+
+    for m in sorted(g.members, reverse=True):
+        order.insert(min(slice_position(m, c) for c in order if m in facts[c].operand_producers), m)
+    return order
 
 
 def _mark(m: int | str) -> int:
