@@ -10,8 +10,8 @@ takes the matmul templates (staged tiles); each operand's computation is an elem
 operand's loops, which writes it once (the fused form computed it again for every output that reads it).
 
 Only where the body is exactly the add of the product, each factor is computed from inputs the other factor
-does not read (and from values the body does not define, such as a constant's truncation), every input's
-map is a plain permutation of loops, and the body reads no loop index. A factor that is an input already
+does not read (and from values the body does not define, such as a constant's truncation) over fewer than
+all of the loops, every input's map is a plain permutation of loops, and the body reads no loop index. A factor that is an input already
 stays one. farm-scales-after-contractions runs first: a scale that no K loop reads moves after the
 contraction without writing the scaled operand. Runs after linalg-fuse-elementwise-ops and before
 farm-collapse-contraction-loops, which may then collapse the new contraction's loops.
@@ -64,6 +64,10 @@ def fused_factors(op) -> tuple[Factor, Factor] | None:
     if None in factors:
         return None
     x, y = factors
+    maps = indexing_maps(op)
+    if any({d for i in f.inputs for d in operand_loops(maps[i])} == set(range(len(iterator_types(op))))
+           for f in factors):
+        return None  # a factor over every loop is no operand of a product: written apart, as large as the loops
     computed = {inner.operation for f in factors for inner in f.ops}
     rest = operations[:-1]  # but the yield
     others = [inner for inner in rest if inner.operation not in (add.operation, mul.operation)]

@@ -197,7 +197,7 @@ def _interleave(access, run_view, step: ir.Value | None, lanes: int, threads: in
         for j in range(width // lanes):
             column = thread * lanes + j * lanes * threads
             column = column if step is None else column + at_step * threads
-            column = ir.Operation.create("affine.apply", results=[index], operands=[tid] + ([step] if step else []),
+            column = ir.Operation.create("affine.apply", results=[index], operands=[tid] + ([step] if step is not None else []),
                                          attributes={"map": ir.AffineMapAttr.get(ir.AffineMap.get(
                                              0, 1 if step is None else 2, [column]))}).results[0]
             dynamic_offsets = [*list(run_view.operands)[1:-1], column]

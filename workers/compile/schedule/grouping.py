@@ -103,17 +103,21 @@ def row_kernel_members(anchor: int, facts: list[LinalgOpFacts]) -> list[int] | N
     anchor is elementwise over [rows..., columns] (a softmax over attention scores has three dims of rows);
     the ops feeding it, transitively, that are elementwise over the same loops or reduce them over the
     columns, and feed nothing outside; at least one reduces. Other producers (the matmul of the scores, a
-    mask over fewer loops) are kernels of their own, which the row kernel reads."""
+    mask over fewer loops, a LayerNorm's output that the next LayerNorm and a residual both read) are kernels
+    of their own, which the row kernel reads."""
     op = facts[anchor].info
     elementwise, reduction = row_loops(len(op.loop_ranges))
     if op.family != "elementwise" or op.iterator_types != elementwise or len(op.loop_ranges) < 2:
         return None
     members = feeding(anchor, facts, lambda p: facts[p].info.loop_ranges == op.loop_ranges
                       and facts[p].info.iterator_types in (elementwise, reduction))
-    group = members | {anchor}
-    read_in_group = Counter(p for m in group for p in [*facts[m].operand_producers, facts[m].init_producer])
-    if any(read_in_group[m] != facts[m].uses for m in members):  # also read outside (through a reshape, say)
-        return None
+    while True:  # an op that anything outside also reads (through a reshape, say) is read by the kernel instead
+        read_in_group = Counter(p for m in members | {anchor}
+                                for p in [*facts[m].operand_producers, facts[m].init_producer])
+        outside = {m for m in members if read_in_group[m] != facts[m].uses}
+        if not outside:
+            break
+        members = feeding(anchor, facts, lambda p: p in members and p not in outside)
     if not any(facts[m].info.iterator_types == reduction for m in members):
         return None
     return sorted(members)
