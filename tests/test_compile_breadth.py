@@ -420,8 +420,6 @@ def test_a_scale_that_k_does_not_index_moves_after_the_contraction():
     becomes a batch matmul of the exponentials and V followed by the division of its result (what the matmul
     templates tile and stage); the same body accumulating onto ones, and a scale indexed by K, stay. The
     outputs are the same (MLIR's CPU execution engine, before and after)."""
-    from tests.cpu_reference import run_linalg
-
     text = after_pass(SOFTMAX_TIMES_V, scales_after_contractions.NAME)
     generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
     maps = dict(re.findall(r"^(#map\d*) = affine_map<(.*)>$", text, re.M))
@@ -431,10 +429,16 @@ def test_a_scale_that_k_does_not_index_moves_after_the_contraction():
     assert generics[1][1] == '"parallel", "parallel", "parallel"' and len(generics) == 4
     assert text.count("arith.divf") == 2  # the new division, and the one of the contraction onto ones
     torch.manual_seed(0)
-    args = [torch.rand(4, 16, 32), torch.rand(4, 16) + 1, torch.rand(4, 32, 8), torch.rand(4, 32)]
-    shapes = [[4, 16, 8]] * 3
-    for before, after in zip(run_linalg(SOFTMAX_TIMES_V, args, shapes), run_linalg(text, args, shapes)):
-        torch.testing.assert_close(torch.from_numpy(after), torch.from_numpy(before), rtol=1e-5, atol=1e-6)
+    assert_same_outputs(SOFTMAX_TIMES_V, text, [torch.rand(4, 16, 32), torch.rand(4, 16) + 1, torch.rand(4, 32, 8),
+                                                torch.rand(4, 32)], [[4, 16, 8]] * 3)
+
+
+def assert_same_outputs(before: str, after: str, args: list[torch.Tensor], shapes: list[list[int]]) -> None:
+    """The functions `before` and `after` compute the same outputs from `args` (MLIR's CPU execution engine)."""
+    from tests.cpu_reference import run_linalg
+
+    for expected, got in zip(run_linalg(before, args, shapes), run_linalg(after, args, shapes)):
+        torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(expected), rtol=1e-5, atol=1e-6)
 
 
 FUSED_OPERANDS = """
@@ -484,14 +488,17 @@ func.func @forward(%x: tensor<16x32xf32>, %mean: tensor<16xf32>, %rstd: tensor<1
 """
 
 
+def fused_operands_args() -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    return [torch.rand(16, 32), torch.rand(16), torch.rand(16) + 0.5, torch.rand(32), torch.rand(32, 8)]
+
+
 def test_an_operands_computation_fused_into_a_contraction_is_computed_apart_first():
     """farm-contraction-operands-apart: a LayerNorm's normalization fused into the Linear after it, and
     attention's queries and keys each scaled by a constant (scaled_dot_product_attention), become elementwise
     generics over the operand's own loops (x's [16, 32]; w's [32, 8]) and a contraction `out + a * b` (what the
     matmul templates tile and stage); a sum of squared differences, whose factors read the same inputs, stays.
     The outputs are the same (MLIR's CPU execution engine, before and after)."""
-    from tests.cpu_reference import run_linalg
-
     text = after_pass(FUSED_OPERANDS, contraction_operands_apart.NAME)
     generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
     iterators = [g[1] for g in generics]
@@ -502,11 +509,7 @@ def test_an_operands_computation_fused_into_a_contraction_is_computed_apart_firs
         contractions = [op for op in mlir.body_ops(mlir.main_func(module))
                         if op.operation.name == "linalg.generic" and "reduction" in mlir.iterator_types(op)]
         assert [mlir.is_contraction(op) for op in contractions] == [True, True, False]
-    torch.manual_seed(0)
-    args = [torch.rand(16, 32), torch.rand(16), torch.rand(16) + 0.5, torch.rand(32), torch.rand(32, 8)]
-    shapes = [[16, 8]] * 3
-    for before, after in zip(run_linalg(FUSED_OPERANDS, args, shapes), run_linalg(text, args, shapes)):
-        torch.testing.assert_close(torch.from_numpy(after), torch.from_numpy(before), rtol=1e-5, atol=1e-6)
+    assert_same_outputs(FUSED_OPERANDS, text, fused_operands_args(), [[16, 8]] * 3)
 
 
 def test_a_constant_scale_of_each_factor_moves_after_the_contraction():
@@ -515,18 +518,12 @@ def test_a_constant_scale_of_each_factor_moves_after_the_contraction():
     result is multiplied by each constant after it; the LayerNorm fused into a Linear (its scale is computed
     from inputs) and the sum of squared differences stay. The outputs are the same (MLIR's CPU execution
     engine, before and after)."""
-    from tests.cpu_reference import run_linalg
-
     text = after_pass(FUSED_OPERANDS, scales_after_contractions.NAME)
     generics = re.findall(r"linalg.generic \{indexing_maps = \[(.*?)\], iterator_types = \[(.*?)\]\}", text)
     assert [g[1].count("reduction") for g in generics] == [1, 1, 0, 1]  # one op applies both scales
     # the LayerNorm's 3, the contraction's and its 2 scales, the squares' 1
     assert text.count("arith.truncf") == 2 and text.count("arith.mulf") == 3 + 3 + 1
-    torch.manual_seed(0)
-    args = [torch.rand(16, 32), torch.rand(16), torch.rand(16) + 0.5, torch.rand(32), torch.rand(32, 8)]
-    shapes = [[16, 8]] * 3
-    for before, after in zip(run_linalg(FUSED_OPERANDS, args, shapes), run_linalg(text, args, shapes)):
-        torch.testing.assert_close(torch.from_numpy(after), torch.from_numpy(before), rtol=1e-5, atol=1e-6)
+    assert_same_outputs(FUSED_OPERANDS, text, fused_operands_args(), [[16, 8]] * 3)
 
 
 ATTENTION_OUTPUT_PROJECTION = """
