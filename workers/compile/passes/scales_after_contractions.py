@@ -67,7 +67,7 @@ def scaled_contraction(op) -> tuple[list[int], list[Scale]] | None:
     out = args[-1]
     operations = list(block.operations)
     add = defining_op(operations[-1].operands[0], ("arith.addf",))
-    if add is None or out not in list(add.operands) or len(operations) > 9:
+    if add is None or out not in list(add.operands) or len(operations) > 9:  # more than two scales' worth
         return None
     mul = defining_op(add.operands[1] if add.operands[0] == out else add.operands[0], ("arith.mulf",))
     if mul is None:
@@ -124,8 +124,8 @@ def _factor_out(op, factors: list[int], scales: list[Scale]) -> None:
         with ir.InsertionPoint(body):
             product = arith.MulFOp(body.arguments[0], body.arguments[1]).result
             linalg.YieldOp([arith.AddFOp(body.arguments[2], product).result])
-        # one elementwise op applies the scales in turn (an input scale over the output's loops: its dims where
-        # the output has them); a chain of one op per scale left a row kernel over the scores unable to fuse it
+        # one elementwise op applies the scales in turn, as the elementwise fusion would merge them (an input
+        # scale over the output's loops: its dims where the output has them)
         tensors = [scale.position for scale in scales if scale.invariant is None]
         inputs = [contraction.result] + [o.operands[position] for position in tensors]
         input_maps = [identity] + [ir.AffineMap.get(n_out, 0, [ir.AffineDimExpr.get(out_loops.index(d))
