@@ -926,6 +926,19 @@ def test_attentions_softmax_is_a_row_kernel_over_its_4d_rows_and_its_row_sums_a_
     assert not re.search(r"[1-9]\d* bytes spill", done.stderr), done.stderr
 
 
+def test_sdpa_is_two_matmuls_around_one_row_kernel(tmp_path):
+    """scaled_dot_product_attention: its queries' and keys' constant scale after the scores' contraction
+    (farm-scales-after-contractions), the masked probabilities apart from the product with V
+    (farm-contraction-operands-apart), so both products are matmuls, and the scale, softmax, check for
+    rows of -inf and mask are one row kernel. The scale op's three readers in that kernel tile last to first in
+    the block's order (_block_order): fused first into the check's forall, which comes before the exponentials,
+    it was yielded by it and its next fusion failed."""
+    _, params, _ = compiled(tmp_path, "sdpa")
+    assert [s.family for s in params.ops] == ["copy", "matmul", "reduction", "matmul"]
+    (row,) = [s for s in params.ops if s.row_kernel]
+    assert row.block_tile == [1, 1, 1, 0]
+
+
 def test_a_row_op_that_something_outside_the_row_kernel_also_reads_is_no_member(tmp_path):
     """LayerNorm's output y feeds y - mean(y) and, through a reshape, the model's second output (SwinMLP's
     norm, then the next norm and the residual): as a member of the row kernel it was fused twice (once for the
