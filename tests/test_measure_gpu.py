@@ -108,7 +108,8 @@ def test_each_class_of_model_v0_could_not_compile_before_is_correct(tmp_path, na
     does): a linear grid past three block loops, a loss to one value, a scalar input, a tanh-GELU's x ** 3, a
     GroupNorm, an odd row, a scan, a gather, a dilated conv, an RNN's state, a constant table, a strided
     output, reductions in two stages, a topk, a small bf16 matmul, a depthwise conv, matmuls with masked
-    partial tiles (197 rows; 1000 x 700 x 67), a non-persistent buffer, a masked assignment, a scatter; each
+    partial tiles (197 rows; 1000 x 700 x 67), a non-persistent buffer, a masked assignment, a scatter, a
+    softmax over rows of 98304 (a row kernel in steps), causal attention (a row kernel over 4-D rows); each
     correct on every one of the 3 input draws."""
     job = tmp_path / name
     shutil.copytree(DATA / "measure" / "breadth" / name, job / "v0")
