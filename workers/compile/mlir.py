@@ -221,6 +221,20 @@ def defining_op(value: ir.Value, names: tuple[str, ...]):
     return owner if isinstance(owner, ir.OpView) and owner.name in names else None
 
 
+def accumulated_product(generic, floats_only: bool = False):
+    """(the add, the multiply) where the body of `generic` yields its accumulator plus a product, `out + x * y`
+    (the accumulator its last block argument), else None; integer ops too unless `floats_only`."""
+    block = generic.operation.regions[0].blocks[0]
+    out = block.arguments[len(block.arguments) - 1]
+    adds, muls = ("arith.addf",) + (() if floats_only else ("arith.addi",)), \
+        ("arith.mulf",) + (() if floats_only else ("arith.muli",))
+    add = defining_op(block.operations[len(block.operations) - 1].operands[0], adds)
+    if add is None or out not in list(add.operands):
+        return None
+    mul = defining_op(add.operands[1] if add.operands[0] == out else add.operands[0], muls)
+    return (add, mul) if mul is not None else None
+
+
 def is_contraction(generic) -> bool:
     """A generic of two inputs that accumulates their product, `out + a * b` (a matmul whose operand
     reshape canonicalization folded in; the operands possibly extended first), belongs with the matmuls;
@@ -229,18 +243,14 @@ def is_contraction(generic) -> bool:
     block = o.regions[0].blocks[0]
     if len(o.operands) - len(o.results) != 2 or len(o.results) != 1:
         return False
-    inputs, out = list(block.arguments)[:2], block.arguments[2]
+    inputs = list(block.arguments)[:2]
 
     def read(value):  # an input, possibly extended
         ext = defining_op(value, EXTENSIONS)
         return ext.operands[0] if ext is not None else value
 
-    add = defining_op(block.operations[len(block.operations) - 1].operands[0], ("arith.addf", "arith.addi"))
-    if add is None or out not in list(add.operands):
-        return False
-    other = add.operands[1] if add.operands[0] == out else add.operands[0]
-    mul = defining_op(other, ("arith.mulf", "arith.muli"))
-    return mul is not None and sorted(map(str, map(read, mul.operands))) == sorted(map(str, inputs))
+    product = accumulated_product(generic)
+    return product is not None and sorted(map(str, map(read, product[1].operands))) == sorted(map(str, inputs))
 
 
 def ptx_of_binaries(module: ir.Module) -> dict[str, bytes]:

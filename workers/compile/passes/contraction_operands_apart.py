@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from numba_cuda_mlir._mlir.dialects import arith, linalg, tensor
 
-from workers.compile.mlir import (body_ops, defining_op, indexing_maps, ir, is_contraction, iterator_types, main_func,
-                                  operand_loops, reads_loop_index)
+from workers.compile.mlir import (accumulated_product, body_ops, indexing_maps, ir, is_contraction, iterator_types,
+                                  main_func, operand_loops, reads_loop_index)
 
 NAME = "farm-contraction-operands-apart"
 
@@ -50,27 +50,20 @@ def fused_factors(op) -> tuple[Factor, Factor] | None:
     o = op.operation
     if len(o.results) != 1 or "reduction" not in iterator_types(op) or is_contraction(op) or reads_loop_index(op):
         return None
-    if any(None in operand_loops(m) for m in indexing_maps(op)):
+    maps = indexing_maps(op)
+    if any(None in operand_loops(m) for m in maps) or (product := accumulated_product(op, floats_only=True)) is None:
         return None
-    block = o.regions[0].blocks[0]
-    args, operations = list(block.arguments), list(block.operations)
-    add = defining_op(operations[-1].operands[0], ("arith.addf",))
-    if add is None or args[-1] not in list(add.operands):
-        return None
-    mul = defining_op(add.operands[1] if add.operands[0] == args[-1] else add.operands[0], ("arith.mulf",))
-    if mul is None:
-        return None
+    add, mul = product
     factors = [factor_of(v, o) for v in mul.operands]
     if None in factors:
         return None
     x, y = factors
-    maps = indexing_maps(op)
     if any({d for i in f.inputs for d in operand_loops(maps[i])} == set(range(len(iterator_types(op))))
            for f in factors):
         return None  # a factor over every loop is no operand of a product: written apart, as large as the loops
     computed = {inner.operation for f in factors for inner in f.ops}
-    rest = operations[:-1]  # but the yield
-    others = [inner for inner in rest if inner.operation not in (add.operation, mul.operation)]
+    operations = list(o.regions[0].blocks[0].operations)[:-1]  # but the yield
+    others = [inner for inner in operations if inner.operation not in (add.operation, mul.operation)]
     if set(x.inputs) & set(y.inputs) or not x.inputs or not y.inputs or (not x.ops and not y.ops) \
             or any(inner.operation not in computed for inner in others):
         return None

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from numba_cuda_mlir._mlir.dialects import arith, linalg, tensor
 
-from workers.compile.mlir import body_ops, defining_op, indexing_maps, ir, iterator_types, main_func, operand_loops
+from workers.compile.mlir import (accumulated_product, body_ops, defining_op, indexing_maps, ir, iterator_types,
+                                  main_func, operand_loops)
 from workers.compile.passes.contraction_operands_apart import Factor, clone_ops, factor_of
 
 NAME = "farm-scales-after-contractions"
@@ -64,14 +65,11 @@ def scaled_contraction(op) -> tuple[list[int], list[Scale]] | None:
         return None
     block = o.regions[0].blocks[0]
     args = list(block.arguments)
-    out = args[-1]
     operations = list(block.operations)
-    add = defining_op(operations[-1].operands[0], ("arith.addf",))
-    if add is None or out not in list(add.operands) or len(operations) > 9:  # more than two scales' worth
+    product = accumulated_product(op, floats_only=True)
+    if product is None or len(operations) > 9:  # more than two scales' worth
         return None
-    mul = defining_op(add.operands[1] if add.operands[0] == out else add.operands[0], ("arith.mulf",))
-    if mul is None:
-        return None
+    mul = product[1]
     factors, scales = [], []
     for value in mul.operands:
         scaled = defining_op(value, SCALES)

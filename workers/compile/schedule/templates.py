@@ -533,13 +533,18 @@ def row_kernel_threads(columns: int) -> int:
     return largest_divisor_at_most(columns, max(min(wanted, MAX_THREADS), 1))
 
 
+def block_per_output(loop_ranges: list[int], iterator_types: list[str]) -> list[int]:
+    """A block tile of a block per output: 1 on every parallel loop but unit ones (on the first parallel loop
+    where all are: a loss's one output), 0 on the reduction loops."""
+    block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(loop_ranges, iterator_types)]
+    if not any(block):
+        block[iterator_types.index("parallel")] = 1
+    return block
+
+
 def row_block_tile(op: OpInfo) -> list[int]:
-    """A row kernel's block tile: a block per row, i.e. 1 on each loop over rows but unit ones (1 on the
-    first where all are), 0 on the columns."""
-    tile = [1 if r > 1 else 0 for r in op.loop_ranges[:-1]] + [0]
-    if not any(tile):
-        tile[0] = 1
-    return tile
+    """A row kernel's block tile: a block per row, the columns (the last loop) those of its reductions."""
+    return block_per_output(op.loop_ranges, ["parallel"] * (len(op.loop_ranges) - 1) + ["reduction"])
 
 
 def row_kernel_step(run: int, lanes: int) -> int:

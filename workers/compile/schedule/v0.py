@@ -14,8 +14,8 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 V0_MATMUL_K_TILES, fill_the_grid, split_k_to_fill_the_grid,
                                                 img2col_schedule, maskable_matmul, partial_matmul_schedule,
                                                 warp_aligned_blocks, row_kernel_threads, row_kernel_step,
-                                                row_block_tile, block_reduction_threads, STAGED_SIMT_TILES,
-                                                STAGED_PADDING_WORK, direct_conv_tiles)
+                                                row_block_tile, block_per_output, block_reduction_threads,
+                                                STAGED_SIMT_TILES, STAGED_PADDING_WORK, direct_conv_tiles)
 from workers.compile.schedule.staged_matmul import plan_staged_matmul
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, vector_elements
 from workers.compile.schedule.validation import scalar_partial_tiles
@@ -263,20 +263,12 @@ def block_reduction_schedule(g: Group, facts: list[LinalgOpFacts], family: str, 
     outputs = math.prod(r for r, it in zip(op.loop_ranges, op.iterator_types) if it == "parallel")
     if facts[g.anchor].splittable and keeps_grid_split(outputs, extent, sms):
         return None
-    block = _block_per_output(op)
+    block = block_per_output(op.loop_ranges, op.iterator_types)
     threads = block_reduction_threads(extent)
     per_thread = extent // threads
     return OpSchedule(op_index=op.index, family=family, block_tile=block, thread_tile=[0] * len(block),
                       block_reduction=threads, vectorize=True, interleave_columns=True,
                       reduction_tile=largest_divisor_at_most(per_thread, 32) if per_thread > 64 else 0)
-
-
-def _block_per_output(op: OpInfo) -> list[int]:
-    """A block reduction's block tile: 1 on every parallel loop (a loss's one output: its unit loop)."""
-    block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(op.loop_ranges, op.iterator_types)]
-    if not any(block):
-        block[op.iterator_types.index("parallel")] = 1
-    return block
 
 
 def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpSchedule:
@@ -291,7 +283,8 @@ def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpS
     per_thread = s.split_reduction // threads
     # a tile of a thread's whole run would leave a one-trip loop, which canonicalization folds away
     tile = largest_divisor_at_most(per_thread, MERGE_LOADS) if per_thread > MERGE_LOADS else 0
-    merge = OpSchedule(op_index=op.index, family=s.family, block_tile=_block_per_output(op),
+    merge = OpSchedule(op_index=op.index, family=s.family,
+                       block_tile=block_per_output(op.loop_ranges, op.iterator_types),
                        thread_tile=[0] * len(op.loop_ranges), split_reduction=s.split_reduction,
                        block_reduction=threads, vectorize=True, reduction_tile=tile)
     merge.warp_merge = warp_can_merge(merge)
@@ -349,11 +342,11 @@ def with_row_kernels(params: ScheduleParams, facts: list[LinalgOpFacts], sms: in
         if members is None or len(reductions) > max_reductions:
             continue
         *rows, columns = f.info.loop_ranges
-        if row_kernel_threads(columns) < 2 or keeps_grid_split(math.prod(rows), columns, sms):
+        threads = row_kernel_threads(columns)
+        if threads < 2 or keeps_grid_split(math.prod(rows), columns, sms):
             continue  # rows too short to share (under 16 columns), or to be split over the grid: a kernel per op
         taken.update(members)
         new.ops = [s for s in new.ops if s.op_index not in [i, *members]]
-        threads = row_kernel_threads(columns)
         step = row_kernel_step(columns // threads, interleave_lanes(columns // threads, vector_elements(f.info.dtype)))
         row = OpSchedule(op_index=i, family="reduction", block_tile=row_block_tile(f.info),
                          thread_tile=[0] * len(f.info.loop_ranges), vectorize=True,
