@@ -55,6 +55,13 @@ def _family(name: str, iterator_types: list[str]) -> str:
     return "reduction" if "reduction" in iterator_types else "elementwise"
 
 
+def _reads_an_operand_once(maps: list, n_inputs: int) -> bool:
+    """Whether an input of a contraction is read over every loop (a matrix-vector product's matrix, as
+    farm-vector-products-as-generics leaves it): each of its elements once, so the op has no operand reuse for a
+    matmul's tiles and is a row reduction bound by reading that input."""
+    return any(set(mlir.operand_loops(m)) == set(range(m.n_dims)) for m in maps[:n_inputs])
+
+
 def _ints(op, attribute: str) -> list[int]:
     """A named op's integer list attribute (a conv's dilations, strides); [] where it has none."""
     return [int(d) for d in op.operation.attributes[attribute]] if attribute in op.operation.attributes else []
@@ -108,7 +115,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
             dtype = str(result.type.element_type)
             name = named_op.operation.name
             family = _family(name, iterators)
-            if family == "reduction" and mlir.is_contraction(op):
+            if family == "reduction" and mlir.is_contraction(op) and not _reads_an_operand_once(maps, n_inputs):
                 family = "matmul"
             flops = math.prod(ranges) * (2 if family in ("matmul", "conv") else 1)
             one_accumulator = "reduction" in iterators and mlir.reduction_combiner(op) is not None

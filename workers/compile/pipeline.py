@@ -123,7 +123,7 @@ PRE_SCHEDULE_LOWERING = "func.func(math-expand-ops{ops=fpowi}),linalg-fold-unit-
 
 def pre_schedule_steps(fuse_elementwise: bool = True) -> list[str]:
     cleanup = "canonicalize,linalg-fuse-elementwise-ops,cse" if fuse_elementwise else "canonicalize,cse"
-    return [f"builtin.module({cleanup},{PRE_SCHEDULE_LOWERING})",
+    return ["farm-vector-products-as-generics", f"builtin.module({cleanup},{PRE_SCHEDULE_LOWERING})",
             "farm-extracted-scalars-as-operands", "farm-narrow-matmul-operands",
             "farm-scales-after-contractions", "farm-contraction-operands-apart", "farm-reduce-in-stages",
             "farm-collapse-reduction-loops",

@@ -10,8 +10,8 @@ from workers.compile.passes import (alignment, block_sync, bool_bytes, collapse_
                                     hoist_accumulators, interleave_columns, k_loops, kernel_arguments,
                                     narrow_matmul_operands, outline_kernels, reduce_in_stages, reuse_reads,
                                     scalar_unit_loop, scales_after_contractions, separate_fill_inits, shared_memory,
-                                    splat_fills, tensor_core_conversion, unit_dim_transposes, views_into_kernels,
-                                    warp_merge, wgmma)
+                                    splat_fills, tensor_core_conversion, unit_dim_transposes, vector_products,
+                                    views_into_kernels, warp_merge, wgmma)
 from workers.compile.pipeline import TENSOR_CORE_PASSES, TRANSFORM_STEP
 from workers.compile.tensor_core import COPIES_AHEAD, K_LOOP, STAGED, padded_columns
 from workers.records import VECTOR_BYTES
@@ -19,6 +19,7 @@ from workers.records import VECTOR_BYTES
 Pass = Callable[[mlir.ir.Module], "list[str] | None"]
 
 PASSES: dict[str, Pass] = {
+    vector_products.NAME: vector_products.run,
     extracted_scalars.NAME: extracted_scalars.run,
     "farm-narrow-matmul-operands": narrow_matmul_operands.narrow_matmul_operands,
     scales_after_contractions.NAME: scales_after_contractions.run,

@@ -291,14 +291,33 @@ def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpS
     return merge
 
 
+def detached_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sms: int) -> ScheduleParams:
+    """`params` where an elementwise kernel over the outputs of a fused reduction that wants a block per output
+    (wants_block_per_row) fuses it no more, so that the reduction takes one: fused, each thread of the
+    epilogue reduced a whole row, the threads of a warp reading 32 rows apart. The epilogue is a small kernel
+    of its own over the reduced outputs."""
+    for g in plan_groups(facts, params):
+        if g.producer is None or facts[g.anchor].info.family != "elementwise" \
+                or not wants_block_per_row(facts[g.producer]):
+            continue
+        schedule = dataclasses.replace(default_op_schedule(facts[g.anchor].info, "elementwise"), fuse_producers=False)
+        trial = dataclasses.replace(params, ops=[schedule if s.op_index == g.anchor else s for s in params.ops])
+        own = next(h for h in plan_groups(facts, trial) if h.anchor == g.producer)
+        if (block := block_reduction_schedule(own, facts, "reduction", sms)) is not None:
+            params = dataclasses.replace(trial, ops=sorted([*trial.ops, block], key=lambda s: s.op_index))
+    return params
+
+
 def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sms: int) -> ScheduleParams:
     """A copy of `params` where every split row reduction is a one-kernel block reduction instead
     (block_reduction_schedule), or where it keeps its split, merges its partials in a block per output
     (merge_in_a_block); so is a row reduction that cannot split (its body reads a loop index: a
     cross-entropy's gather of each row's target) and one over a long innermost loop (wants_block_per_row);
-    producers that this lets kernels fuse lose their own schedule."""
-    new = ScheduleParams.from_dict(params.to_dict())
-    groups = {g.anchor: g for g in plan_groups(facts, None)}
+    producers that this lets kernels fuse lose their own schedule. Such a reduction over a long innermost
+    loop that an elementwise epilogue fused (a bias and an activation after a matrix-vector product) is a
+    kernel of its own (detached_block_reductions)."""
+    new = detached_block_reductions(ScheduleParams.from_dict(params.to_dict()), facts, sms)
+    groups = {g.anchor: g for g in plan_groups(facts, new)}
 
     def in_a_block(s: OpSchedule) -> OpSchedule | None:
         if s.op_index not in groups:
