@@ -78,6 +78,13 @@ SIMT_VARIANTS = [
     Variant("staged, 4x4 per thread, 64x64 block, K32", "matmul",
             {"block_tile": [64, 64], "thread_tile": [4, 4], "reduction_tile": 32}),
 ]
+# the staged tiles filled by cp.async, 2 or 3 K steps in flight (nvgpu's software pipelining, as mma.sync's; the
+# thread's reads of its staged operands proven 128-bit aligned through the rotated buffers)
+PIPELINED_SIMT_VARIANTS = [
+    Variant("staged, 2 K steps in flight (cp.async)", "matmul", {"pipeline_depth": 2}),
+    Variant("staged, 3 K steps in flight", "matmul", {"pipeline_depth": 3}),
+    Variant("staged, K16, 2 K steps in flight", "matmul", {"reduction_tile": 16, "pipeline_depth": 2}),
+]
 # the zoo's small f16 matmuls keep mma.sync v0 (128x64 blocks of two 64x64 warps, K32, 3 stages): wgmma's
 # 128x128 blocks would not fill the GPU
 SMALL_MMA_VARIANTS = [
@@ -196,13 +203,14 @@ SWEEPS = {
     "linear_f16": Sweep(ZOO / "linear_f16.py", SMALL_MMA_VARIANTS),
     "linear_bias_f16": Sweep(ZOO / "linear_bias_f16.py", SMALL_MMA_VARIANTS[:1]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
-    "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS),
-    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", SIMT_VARIANTS),
+    "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS + PIPELINED_SIMT_VARIANTS),
+    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", SIMT_VARIANTS + PIPELINED_SIMT_VARIANTS),
     # the same variants on bmm's loops (batch, m, n, k): a block per batch, no threads along it; its v0 is the
     # staged 64x64 blocks (128x128 and 128x64 ones would not fill the GPU)
     "matmul_batched": Sweep(ZOO / "matmul_batched.py", [
         Variant(x.name, x.family, {k: [1 if k == "block_tile" else 0, *v] if isinstance(v, list) else v
-                                   for k, v in x.fields.items()}) for x in SIMT_VARIANTS[:-1]]),
+                                   for k, v in x.fields.items()})
+        for x in SIMT_VARIANTS[:-1] + PIPELINED_SIMT_VARIANTS]),
     "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", MMA_VARIANTS),
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
     "vit_tokens_matmul": Sweep(MODELS / "vit_tokens_matmul.py", MASKED_VARIANTS),

@@ -112,6 +112,16 @@ class MmaPlan:
         """The A (block_m x k_step) and B (k_step x block_n) tiles of a K step."""
         return [(self.block[0], self.k_step), (self.k_step, self.block[1])]
 
+    @property
+    def copy_tiles(self) -> list[tuple[tuple[int, ...], int]]:
+        """(shape, element bytes) of each staged tile: what the pipelining steps read of a plan, mma.sync's
+        or a SIMT kernel's (staged_matmul.StagedMatmul), with stages, buffers, copies_ahead, block_threads."""
+        return [(shape, ELEMENT_BYTES[self.operand]) for shape in self.staged_tiles]
+
+    @property
+    def block_threads(self) -> int:
+        return self.threads
+
     def epilogue_tile(self) -> tuple[int, int]:
         """A thread's (rows, columns) of the epilogue: up to EPILOGUE_VECTOR neighbouring columns per
         row (one 128-bit load of f32 accumulators), all threads of the block busy."""
@@ -345,8 +355,7 @@ def _staged_k_step(k: str, plan: MmaPlan, matmul_block: tb.Handle, kernel_id: tb
     # marks that outlive bufferization: the K loop (its staged tiles, its pipelining), a copy's row loop
     tb.annotate(k_loop, K_LOOP, kernel_id)
     padded = emit_operand_tiles(k, step, [plan.operand, plan.operand], plan.accumulator, 3)
-    emit_operand_copies(k, padded, [(shape, ELEMENT_BYTES[plan.operand]) for shape in plan.staged_tiles],
-                        plan.threads, COPY_ROWS if plan.stages > 1 else None)
+    emit_operand_copies(k, padded, plan.copy_tiles, plan.threads, COPY_ROWS if plan.stages > 1 else None)
     tb.vectorize(tb.tile_forall(padded, LINEAR_WARPS, num_threads=[*plan.warps, 0], name=f"{k}_w")[0])
 
 
@@ -364,21 +373,21 @@ def _k_loop(kernel: int, root: tb.Handle) -> tb.Handle:
     return tb.match(root, ["scf.for"], attributes={K_LOOP: kernel}, name=f"tc{kernel}_kloop")
 
 
-def emit_staged_tiles(kernel: int, plan: MmaPlan, func: tb.Handle) -> None:
+def emit_staged_tiles(kernel: int, plan, func: tb.Handle) -> None:
     """After thread mapping (`func`: the function): mark the kernel's staged tiles (the allocations in
     its K loop); with several stages also unroll each thread's copy rows, as the pipeliner takes a
-    loop body without nested regions."""
+    loop body without nested regions. `plan`: an MmaPlan or a staged SIMT kernel's plan."""
     k_loop = _k_loop(kernel, func)
     tb.mark(tb.match(k_loop, ["memref.alloc"], name=f"tc{kernel}_operand_tiles"), STAGED, kernel,
             name=f"tc{kernel}_id")
     if plan.stages > 1:
-        for rows in sorted({copy_tile(shape, plan.threads, ELEMENT_BYTES[plan.operand])[0]
-                            for shape in plan.staged_tiles}):
+        for rows in sorted({copy_tile(shape, plan.block_threads, element_bytes)[0]
+                            for shape, element_bytes in plan.copy_tiles}):
             loop_ops.LoopUnrollOp(tb.match(k_loop, ["scf.for"], attributes={COPY_ROWS: rows},
                                            name=f"tc{kernel}_rows{rows}"), factor=rows)
 
 
-def emit_multibuffers(kernel: int, plan: MmaPlan, func: tb.Handle) -> None:
+def emit_multibuffers(kernel: int, plan, func: tb.Handle) -> None:
     """After the staged tiles left the K loop (buffer-loop-hoisting on `func`): each becomes plan.buffers
     buffers, K step i using buffer i mod buffers."""
     staged = tb.match(func, ["memref.alloc"], attributes={STAGED: kernel}, name=f"tc{kernel}_staged")
@@ -390,7 +399,7 @@ def emit_multibuffers(kernel: int, plan: MmaPlan, func: tb.Handle) -> None:
                                           loc=ir.Location.name(f"tc{kernel}_buffers"))
 
 
-def emit_pipelined_k_loop(kernel: int, plan: MmaPlan, root: tb.Handle) -> None:
+def emit_pipelined_k_loop(kernel: int, plan, root: tb.Handle) -> None:
     """PIPELINE_COPIES_SEQUENCE's steps for the kernel, after the tensor-core conversion (a bf16 kernel's tiles
     are bf16 again then, so that its copies read and write one type): a K step's copies become cp.async
     groups, whose waits let the groups of the stages - 1 steps after it stay in flight, and the K loop is

@@ -15,7 +15,7 @@ import math
 
 from workers.compile import mlir
 from workers.compile.passes import kernel_arguments
-from workers.compile.mlir import ir, vector_dialect
+from workers.compile.mlir import arith_dialect, ir, vector_dialect
 
 UNKNOWN = 1  # what divides a value nothing is known of
 LARGE = 1 << 20  # stands for the divisor of 0 (every number divides it), beyond any alignment asked
@@ -26,14 +26,57 @@ ACCESSES = ("vector.transfer_read", "vector.transfer_write", "vector.load", "vec
 def align_global_vector_accesses(module: ir.Module) -> None:
     """Give each 1-D vector access of every kernel to a buffer argument the alignment its address is
     proven to have, where that is more than its element's: in-bounds, unmasked transfers whose vector
-    runs along the memref's last dimension become vector.load / vector.store to carry it."""
+    runs along the memref's last dimension become vector.load / vector.store to carry it. So too each access
+    to a shared tile through a loop-carried view (a pipelined K loop's buffers, rotated by its iterations:
+    LLVM's known bits do not cross the loop's block arguments, and NVPTX split a SIMT thread's 128-bit reads
+    of its staged operands into scalar ones), a 2-D read of such a tile row by row."""
     for kernel in mlir.ops_named(module.operation, "gpu.func"):
         divisors = Divisors()
         accesses = [access for name in ACCESSES for access in mlir.ops_named(kernel, name)]
         for access in accesses:
-            alignment = _proven_alignment(access, divisors)
-            if alignment:
-                _state_alignment(access, alignment)
+            memref = access.operands[mlir.memref_position(access)]
+            if ir.MemRefType(memref.type).memory_space and not _loop_carried(memref):
+                continue
+            rows = _rows_of_2d_read(access)
+            for row in rows or [access]:
+                alignment = _proven_alignment(row, divisors)
+                if alignment:
+                    _state_alignment(row, alignment)
+
+
+def _loop_carried(memref: ir.Value) -> bool:
+    """Whether the view `memref` is, or views, a loop's block argument."""
+    while isinstance(memref.owner, ir.OpView) and memref.owner.operation.name in ("memref.subview", "memref.cast"):
+        memref = memref.owner.operands[0]
+    return isinstance(memref.owner, ir.Block) and memref.owner.owner.operation.name == "scf.for"
+
+
+def _rows_of_2d_read(access) -> list:
+    """A 2-D in-bounds, unmasked vector.transfer_read along its memref's last dims as one 1-D read per row,
+    inserted into the vector it read (replacing it); [] for any other access."""
+    if access.name != "vector.transfer_read" or len(access.operands) != 2 + ir.MemRefType(access.operands[0].type).rank:
+        return []
+    memref, vector = access.operands[0], ir.VectorType(access.results[0].type)
+    rank = ir.MemRefType(memref.type).rank
+    permutation = ir.AffineMapAttr(access.attributes["permutation_map"]).value
+    if vector.rank != 2 or rank < 2 or permutation != ir.AffineMap.get_minor_identity(rank, 2) \
+            or not all(ir.BoolAttr(b).value for b in ir.ArrayAttr(access.attributes["in_bounds"])):
+        return []
+    indices, padding = list(access.operands[1:1 + rank]), access.operands[-1]
+    row_type = ir.VectorType.get(vector.shape[-1:], vector.element_type)
+    rows = []
+    with ir.InsertionPoint(access), access.location:
+        value = arith_dialect.ConstantOp(vector, ir.DenseElementsAttr.get_splat(
+            vector, ir.FloatAttr.get(vector.element_type, 0.0))).result
+        for r in range(vector.shape[0]):
+            at = arith_dialect.AddIOp(indices[-2], arith_dialect.ConstantOp(ir.IndexType.get(), r).result).result
+            row = vector_dialect.TransferReadOp(row_type, memref, [*indices[:-2], at, indices[-1]],
+                                                ir.AffineMap.get_minor_identity(rank, 1), padding, [True])
+            rows.append(row.operation)
+            value = vector_dialect.InsertOp(row.result, value, static_position=[r], dynamic_position=[]).result
+    access.results[0].replace_all_uses_with(value)
+    access.erase()
+    return rows
 
 
 class Divisors:
@@ -96,9 +139,11 @@ def _strides(memref_type: ir.MemRefType) -> tuple[list[int], int] | None:
     return None if DYNAMIC in strides else (list(strides), offset)
 
 
-def _offset_divisor(memref: ir.Value, divisors: Divisors) -> int | None:
+def _offset_divisor(memref: ir.Value, divisors: Divisors, carried: frozenset = frozenset()) -> int | None:
     """What divides the element offset of the view `memref` from the start of the kernel's buffer argument
-    it views, or None where it views no argument (shared memory, a local buffer) or a stride is unknown."""
+    it views, or of the 16-byte aligned shared memory (_shared_base_divisor), or None where it views neither
+    (a local buffer) or a stride is unknown. A loop's block argument: what divides every value it takes, its
+    initial one and the one each iteration yields (`carried`: those being followed, which add nothing)."""
     divisor = 0
     while isinstance(memref.owner, ir.OpView) and memref.owner.operation.name in ("memref.subview", "memref.cast"):
         view = memref.owner
@@ -113,6 +158,20 @@ def _offset_divisor(memref: ir.Value, divisors: Divisors) -> int | None:
                 divisor = math.gcd(divisor, known * stride)
         memref = source
     owner = memref.owner
+    if isinstance(owner, ir.Block) and owner.owner.operation.name == "scf.for" and memref != owner.arguments[0]:
+        if memref in carried:
+            return divisor
+        loop, position = owner.owner.operation, list(owner.arguments).index(memref) - 1
+        values = [loop.operands[3 + position], owner.operations[len(owner.operations) - 1].operands[position]]
+        for value in values:
+            known = _offset_divisor(value, divisors, carried | {memref})
+            if known is None:
+                return None
+            divisor = math.gcd(divisor, known)
+        return divisor
+    if isinstance(owner, ir.OpView) and owner.operation.name == "memref.view":
+        base = _shared_base_divisor(owner, divisors)
+        return None if base is None else math.gcd(divisor, base)
     in_kernel_argument = isinstance(owner, ir.Block) and owner.owner.operation.name == "gpu.func"
     if not in_kernel_argument or ir.MemRefType(memref.type).memory_space:  # workgroup attributions are arguments too
         return None
@@ -120,6 +179,29 @@ def _offset_divisor(memref: ir.Value, divisors: Divisors) -> int | None:
     if layout is None or layout[1] == DYNAMIC:
         return None
     return math.gcd(divisor, layout[1])
+
+
+def _shared_base_divisor(view, divisors: Divisors) -> int | None:
+    """What divides the element offset of `view` (a memref.view of shared memory at a byte shift) from a
+    16-byte boundary, where its source is a shared global of at least that alignment; else None."""
+    source = view.operands[0]
+    while isinstance(source.owner, ir.OpView) and source.owner.operation.name == "memref.cast":
+        source = source.owner.operands[0]
+    if not isinstance(source.owner, ir.OpView) or source.owner.operation.name != "memref.get_global":
+        return None
+    name = ir.FlatSymbolRefAttr(source.owner.attributes["name"]).value
+    module = view.operation.parent
+    while module.name != "gpu.module":
+        module = module.parent
+    (global_op,) = [op for op in module.regions[0].blocks[0].operations
+                    if op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == name]
+    aligned = "alignment" in global_op.attributes and ir.IntegerAttr(global_op.attributes["alignment"]).value \
+        >= kernel_arguments.POINTER_ALIGNMENT
+    element = ir.MemRefType(view.results[0].type).element_type.width // 8
+    shift = divisors.of(view.operands[1])
+    if not aligned or shift % element:
+        return None
+    return shift // element
 
 
 def _proven_alignment(access, divisors: Divisors) -> int:

@@ -63,9 +63,10 @@ def _barrier_segments(block) -> tuple[list[list], list]:
 
 
 def _issues_copies_only(segment: list) -> bool:
-    """Whether the ops issue cp.async copies into shared memory and touch it in no other way."""
+    """Whether the ops issue cp.async copies into shared memory and touch it in no other way (a view of a
+    buffer, which the next step's copies write through, touches none)."""
     return any(op.name == "nvgpu.device_async_copy" for op in segment) and all(
-        op.name in ("nvgpu.device_async_copy", "nvgpu.device_async_create_group")
+        op.name in ("nvgpu.device_async_copy", "nvgpu.device_async_create_group", "memref.subview")
         or not op.regions and not any(in_shared_memory(v) for v in op.operands) for op in segment)
 
 

@@ -111,7 +111,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
     # pipeline), and those of them with copies in flight
     staged = {k: plan for k, plan in tensor_cores.items() if not plan.warpgroup
               and schedules[kernels[k].anchor].promote_shared and plan.k_steps > 1}
-    pipelined = {k: plan for k, plan in staged.items() if plan.stages > 1}
+    pipelined = {k: plan for k, plan in [*staged.items(), *staged_simt.items()] if plan.stages > 1}
     with mlir.context():
         module = schedule_module()
         try:
@@ -191,7 +191,7 @@ def _emit_main(root: tb.Handle, groups: list[Group], schedules: dict[int, OpSche
     gpu_func = tb.match(bufferized, ["func.func"], name="gpu_func")
     # accumulators of a vectorized reduction loop stay in registers across its iterations
     func = structured.HoistRedundantVectorTransfersOp(tb.any_op(), gpu_func, loc=ir.Location.name("hoisted")).result
-    for k, plan in staged.items():
+    for k, plan in {**staged, **pipelined}.items():
         emit_staged_tiles(k, plan, func)
     if pipelined:
         # the staged tiles out of their K loops (static shapes), so that they can be multi-buffered

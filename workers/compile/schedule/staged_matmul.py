@@ -44,6 +44,7 @@ from workers.compile.schedule.grouping import Group
 from workers.compile.schedule.tiles import forall_mapping, linear_grid, threads_per_loop
 from workers.compile.staging import (LINEAR_THREADS, copy_pieces, copy_tile, emit_operand_copies, emit_operand_tiles,
                                      emit_partial_tile_copy, zero_paddings)
+from workers.compile.tensor_core import COPY_ROWS, K_LOOP
 from workers.records import ELEMENT_BYTES, OpInfo, OpSchedule, img2col_op
 from workers.target import Target
 
@@ -64,6 +65,16 @@ class StagedMatmul:
     partial: list[int] = field(default_factory=list)  # matmul loops whose extent the block tile (K step) does not divide
     padded: list[int] = field(default_factory=list)  # the inputs a partial loop indexes: each reads through a pad
     result_bytes: int = 4  # of an output element
+    stages: int = 1  # K steps in flight (pipeline_depth), copied by cp.async; 1: copied synchronously
+    copies_ahead: bool = False  # (mma.sync's knob, which SIMT kernels do not take)
+
+    @property
+    def buffers(self) -> int:
+        return self.stages
+
+    @property
+    def copy_tiles(self) -> list[tuple[tuple[int, ...], int]]:
+        return self.operand_tiles
 
     @property
     def result_tile(self) -> tuple[int, ...]:
@@ -94,7 +105,7 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
         raise ValueError("promote_shared stages a matmul's operands: the kernel must be a matmul, alone or fused "
                          f"into an elementwise consumer, not {anchor.name} ({anchor.family})")
     op = matmul.info
-    _check_knobs(s)
+    _check_knobs(s, pipelines=True)
     reductions = [d for d, it in enumerate(op.iterator_types) if it == "reduction"]
     parallel = [d for d, it in enumerate(op.iterator_types) if it == "parallel"]
     if len(reductions) != 1:
@@ -127,17 +138,24 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
                          "must divide their loops")
     padded = [i for i, loops in enumerate(matmul.input_loops) if set(loops) & set(partial)]
     plan = StagedMatmul(op.index, epilogue, k_loop, s.reduction_tile, threads, tiles, block, partial, padded,
-                        ELEMENT_BYTES.get(op.dtype, 4))
+                        ELEMENT_BYTES.get(op.dtype, 4), stages=max(s.pipeline_depth, 1))
+    if plan.stages > 1 and partial:
+        raise ValueError("pipeline_depth copies whole tiles by cp.async: the block tile and the K step must divide "
+                         f"their loops (partial loops {partial})")
+    if plan.stages > 1 and k_extent // s.reduction_tile < plan.stages:
+        raise ValueError(f"pipeline_depth {plan.stages} needs at least that many K steps, K={k_extent} has "
+                         f"{k_extent // s.reduction_tile} of {s.reduction_tile}")
     # a fused matmul's block tile, or a partial one padded, is a block-local tensor
     _check_fits(plan, math.prod(plan.result_tile) * plan.result_bytes if epilogue or plan.partial_result else 0,
                 target)
     return plan
 
 
-def _check_knobs(s: OpSchedule) -> None:
-    if s.split_reduction or s.block_reduction or s.pipeline_depth or s.copies_ahead:
+def _check_knobs(s: OpSchedule, pipelines: bool = False) -> None:
+    """`pipelines`: whether the kernel takes pipeline_depth (a matmul's copies; an img2col's gather is none)."""
+    if s.split_reduction or s.block_reduction or s.copies_ahead or s.pipeline_depth and not pipelines:
         raise ValueError("a SIMT kernel stages its operands without split_reduction, block_reduction, "
-                         "pipeline_depth or copies_ahead")
+                         f"copies_ahead{'' if pipelines else ' or pipeline_depth (an img2col gather is no copy)'}")
     if not any(s.thread_tile):
         raise ValueError("the block's threads each compute a tile of the step's outputs: thread_tile must be set")
 
@@ -149,7 +167,7 @@ def _check_fits(plan: StagedMatmul, result_bytes: int, target: Target) -> None:
         if copy_pieces(shape, plan.block_threads, element_bytes) > plan.block_threads:
             raise ValueError(f"the {plan.block_threads} threads cannot copy input {i}'s {list(shape)} tile "
                              "in one pass")
-    staged = sum(math.prod(shape) * b for shape, b in plan.operand_tiles) + result_bytes
+    staged = plan.stages * sum(math.prod(shape) * b for shape, b in plan.operand_tiles) + result_bytes
     if staged > target.shared_bytes_per_block:  # past 48 KB: farm-large-shared-to-dynamic
         raise ValueError(f"the staged tiles ({staged} bytes{' with the result tile' if result_bytes else ''}) exceed "
                          f"the {target.shared_bytes_per_block} bytes of shared memory a block has on {target.chip}")
@@ -234,9 +252,12 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
     for j, fill in enumerate(block_fills):
         tb.vectorize(tb.tile_forall(fill, mapping, num_threads=output_threads, name=f"{k}_f{j}t")[0])
     sizes = [plan.k_step if d == plan.k_loop else 0 for d in range(len(plan.threads))]
-    step, _ = tb.tile_for(matmul_block, sizes, f"{k}_mk")
+    step, k_loop = tb.tile_for(matmul_block, sizes, f"{k}_mk")
+    if plan.stages > 1:  # marks that outlive bufferization, for the pipelining (tensor_core.py's steps)
+        tb.mark(k_loop, K_LOOP, kernel, name=f"{k}_kloop")
     padded = emit_operand_tiles(k, step, matmul.input_dtypes, matmul.info.dtype, len(plan.threads))
-    emit_operand_copies(k, padded, plan.operand_tiles, plan.block_threads, vectorize=plan.padded)
+    emit_operand_copies(k, padded, plan.operand_tiles, plan.block_threads, COPY_ROWS if plan.stages > 1 else None,
+                        vectorize=plan.padded)
     thread_op, _ = tb.tile_forall(padded, mapping, num_threads=plan.threads, name=f"{k}_t")
     if s.vectorize:
         tb.vectorize(thread_op)
