@@ -18,7 +18,8 @@ from rules.routing import GENERATORS
 from workers.compile import apply_edit, compile_iteration, initial_params, mlir
 from workers.compile.passes import (bool_bytes, collapse_contraction_loops, collapse_reduction_loops,
                                     contraction_operands_apart, extracted_scalars, hoist_accumulators, reduce_in_stages,
-                                    registry, scalar_unit_loop, scales_after_contractions, unit_dim_transposes)
+                                    registry, scalar_unit_loop, scales_after_contractions, unit_dim_transposes,
+                                    vector_products)
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule import templates
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
@@ -544,6 +545,64 @@ func.func @forward(%x: tensor<64x8x32xf32>, %w: tensor<8x32x256xf32>) -> tensor<
   return %mm : tensor<64x256xf32>
 }
 """
+
+
+VECTOR_PRODUCTS = """
+func.func @forward(%x: tensor<1x64xf32>, %a: tensor<16x32xf32>, %v: tensor<32x1xf32>, %w: tensor<8x64xf32>)
+    -> (tensor<1x8xf32>, tensor<16x1xf32>, tensor<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x8xf32>
+  %wt = linalg.transpose ins(%w : tensor<8x64xf32>) outs(%e : tensor<64x8xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<1x8xf32>
+  %i1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x8xf32>) -> tensor<1x8xf32>
+  %linear = linalg.matmul ins(%x, %wt : tensor<1x64xf32>, tensor<64x8xf32>) outs(%i1 : tensor<1x8xf32>) -> tensor<1x8xf32>
+  %e2 = tensor.empty() : tensor<16x1xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<16x1xf32>) -> tensor<16x1xf32>
+  %matvec = linalg.matmul ins(%a, %v : tensor<16x32xf32>, tensor<32x1xf32>) outs(%i2 : tensor<16x1xf32>) -> tensor<16x1xf32>
+  %xs = tensor.extract_slice %a[0, 0] [4, 32] [1, 1] : tensor<16x32xf32> to tensor<4x32xf32>
+  %ws = tensor.extract_slice %w[0, 0] [8, 32] [1, 1] : tensor<8x64xf32> to tensor<8x32xf32>
+  %e3 = tensor.empty() : tensor<32x8xf32>
+  %wst = linalg.transpose ins(%ws : tensor<8x32xf32>) outs(%e3 : tensor<32x8xf32>) permutation = [1, 0]
+  %e4 = tensor.empty() : tensor<4x8xf32>
+  %i4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %matmul = linalg.matmul ins(%xs, %wst : tensor<4x32xf32>, tensor<32x8xf32>) outs(%i4 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %linear, %matvec, %matmul : tensor<1x8xf32>, tensor<16x1xf32>, tensor<4x8xf32>
+}"""
+
+
+def test_a_matrix_vector_product_becomes_a_row_reduction_that_reads_the_matrix_in_place():
+    """farm-vector-products-as-generics, then the cleanup pipeline's upstream passes: a batch-1 Linear (its
+    weight transposed first) and a matrix-vector product become reductions over (n, k) that read the matrix's
+    rows in place, no transpose left for them, which the analysis counts as reductions; a 4-row matmul stays a
+    matmul with its transpose. The outputs are the same (MLIR's CPU execution engine, before and after)."""
+    from workers.compile.analysis import analyze
+    from workers.compile.pipeline import pre_schedule_steps
+
+    text = after_pass(VECTOR_PRODUCTS, vector_products.NAME)
+    assert text.count("linalg.matmul") == 1 and text.count("linalg.transpose") == 1
+    with mlir.context():
+        module = mlir.parse(text, "generic")
+        registry.run_step(pre_schedule_steps()[1], module)  # the cleanup: fusion, unit dims folded
+        cleaned = str(module)
+    assert cleaned.count("linalg.transpose") == 1  # the 4-row matmul's
+    facts = analyze(VECTOR_PRODUCTS)
+    contractions = [(f.info.family, f.info.loop_ranges, f.input_loops) for f in facts if f.info.family != "fill"
+                    and "reduction" in f.info.iterator_types]
+    assert contractions == [("reduction", [8, 64], [[1], [0, 1]]), ("reduction", [16, 32], [[0, 1], [1]]),
+                            ("matmul", [4, 8, 32], [[0, 2], [2, 1]])]
+    args = [torch.randn(1, 64), torch.randn(16, 32), torch.randn(32, 1), torch.randn(8, 64)]
+    assert_same_outputs(VECTOR_PRODUCTS, cleaned, args, [[1, 8], [16, 1], [4, 8]])
+
+
+def test_a_batch1_linear_and_a_matrix_vector_product_take_a_block_per_output(tmp_path):
+    """v0 of a batch-1 Linear with bias and ReLU, and of a matrix-vector product: each a block reduction of a
+    block per output (the Linear's 1024, the product's 512), the bias and ReLU a kernel after it: fused, the
+    epilogue's threads each reduced a row (detached_block_reductions). No transpose kernel."""
+    job, params, config = compiled(tmp_path, "batch1_linear")
+    reductions = [s for s in params.ops if s.block_reduction]
+    assert [(s.family, s.block_tile) for s in reductions] == [("reduction", [1, 0])] * 2
+    assert [launch.grid for launch in config.launches] == [[1024, 1, 1], [1, 1, 1], [512, 1, 1]]
+    assert all(s.family != "copy" for s in params.ops)
 
 
 def test_a_contraction_over_several_k_loops_becomes_a_matmul():
