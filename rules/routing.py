@@ -171,8 +171,9 @@ WGMMA_WIDE, WGMMA_SQUARE = ((128, 256), (64, 256), 3), ((128, 128), (128, 128), 
 
 
 def deepen_pipeline(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """A tensor-core kernel's staged tiles copied one more K step ahead, by cp.async or TMA (two buffers first)."""
-    if s.tensor_core == "none" or not s.promote_shared or s.pipeline_depth >= _bound("max_pipeline_depth"):
+    """A kernel's staged tiles copied one more K step ahead, by cp.async or TMA (two buffers first): a
+    tensor-core kernel's, or a staged SIMT matmul's (not an img2col conv's, whose gather is no copy)."""
+    if not s.promote_shared or s.img2col or s.pipeline_depth >= _bound("max_pipeline_depth"):
         return None
     return ScheduleEdit(s.op_index, "pipeline_depth", max(s.pipeline_depth + 1, 2))
 

@@ -416,6 +416,10 @@ def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=3), f16, True, H200).value == 4
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, pipeline_depth=4), f16, True, H200) is None
     assert edit_for("deepen_pipeline", dataclasses.replace(staged, promote_shared=False), f16, True, H200) is None
+    # a staged SIMT matmul's tiles too (its copies are cp.async's), not an img2col conv's gathered ones
+    simt = dataclasses.replace(staged, tensor_core="none", thread_tile=[8, 8, 0], reduction_tile=8)
+    assert edit_for("deepen_pipeline", simt, MATMUL, True, H200) == ScheduleEdit(0, "pipeline_depth", 2)
+    assert edit_for("deepen_pipeline", dataclasses.replace(simt, img2col=True), MATMUL, True, H200) is None
 
 
 def test_a_pipelined_tensor_core_matmul_may_issue_its_copies_ahead():
