@@ -84,6 +84,10 @@ PIPELINED_SIMT_VARIANTS = [
     Variant("staged, 2 K steps in flight (cp.async)", "matmul", {"pipeline_depth": 2}),
     Variant("staged, 3 K steps in flight", "matmul", {"pipeline_depth": 3}),
     Variant("staged, K16, 2 K steps in flight", "matmul", {"reduction_tile": 16, "pipeline_depth": 2}),
+    Variant("staged, 2 K steps in flight in 3 buffers, copies ahead of the FMAs", "matmul",
+            {"pipeline_depth": 2, "copies_ahead": True}),
+    Variant("the same, registers capped for 2 blocks per SM", "matmul",
+            {"pipeline_depth": 2, "copies_ahead": True, "min_blocks_per_sm": 2}),
 ]
 # the zoo's small f16 matmuls keep mma.sync v0 (128x64 blocks of two 64x64 warps, K32, 3 stages): wgmma's
 # 128x128 blocks would not fill the GPU

@@ -66,11 +66,11 @@ class StagedMatmul:
     padded: list[int] = field(default_factory=list)  # the inputs a partial loop indexes: each reads through a pad
     result_bytes: int = 4  # of an output element
     stages: int = 1  # K steps in flight (pipeline_depth), copied by cp.async; 1: copied synchronously
-    copies_ahead: bool = False  # (mma.sync's knob, which SIMT kernels do not take)
+    copies_ahead: bool = False  # one buffer more than stages, filled before the step's FMAs
 
     @property
     def buffers(self) -> int:
-        return self.stages
+        return self.stages + self.copies_ahead
 
     @property
     def copy_tiles(self) -> list[tuple[tuple[int, ...], int]]:
@@ -138,7 +138,9 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
                          "must divide their loops")
     padded = [i for i, loops in enumerate(matmul.input_loops) if set(loops) & set(partial)]
     plan = StagedMatmul(op.index, epilogue, k_loop, s.reduction_tile, threads, tiles, block, partial, padded,
-                        ELEMENT_BYTES.get(op.dtype, 4), stages=max(s.pipeline_depth, 1))
+                        ELEMENT_BYTES.get(op.dtype, 4), stages=max(s.pipeline_depth, 1), copies_ahead=s.copies_ahead)
+    if s.copies_ahead and plan.stages < 2:
+        raise ValueError("copies_ahead fills a pipelined kernel's spare buffer: it needs pipeline_depth 2 or more")
     if plan.stages > 1 and partial:
         raise ValueError("pipeline_depth copies whole tiles by cp.async: the block tile and the K step must divide "
                          f"their loops (partial loops {partial})")
@@ -152,10 +154,11 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
 
 
 def _check_knobs(s: OpSchedule, pipelines: bool = False) -> None:
-    """`pipelines`: whether the kernel takes pipeline_depth (a matmul's copies; an img2col's gather is none)."""
-    if s.split_reduction or s.block_reduction or s.copies_ahead or s.pipeline_depth and not pipelines:
-        raise ValueError("a SIMT kernel stages its operands without split_reduction, block_reduction, "
-                         f"copies_ahead{'' if pipelines else ' or pipeline_depth (an img2col gather is no copy)'}")
+    """`pipelines`: whether the kernel takes pipeline_depth and copies_ahead (a matmul's copies; an img2col's
+    gather is none)."""
+    if s.split_reduction or s.block_reduction or (s.pipeline_depth or s.copies_ahead) and not pipelines:
+        raise ValueError("a SIMT kernel stages its operands without split_reduction or block_reduction"
+                         f"{'' if pipelines else ', pipeline_depth or copies_ahead (an img2col gather is no copy)'}")
     if not any(s.thread_tile):
         raise ValueError("the block's threads each compute a tile of the step's outputs: thread_tile must be set")
 
@@ -167,7 +170,7 @@ def _check_fits(plan: StagedMatmul, result_bytes: int, target: Target) -> None:
         if copy_pieces(shape, plan.block_threads, element_bytes) > plan.block_threads:
             raise ValueError(f"the {plan.block_threads} threads cannot copy input {i}'s {list(shape)} tile "
                              "in one pass")
-    staged = plan.stages * sum(math.prod(shape) * b for shape, b in plan.operand_tiles) + result_bytes
+    staged = plan.buffers * sum(math.prod(shape) * b for shape, b in plan.operand_tiles) + result_bytes
     if staged > target.shared_bytes_per_block:  # past 48 KB: farm-large-shared-to-dynamic
         raise ValueError(f"the staged tiles ({staged} bytes{' with the result tile' if result_bytes else ''}) exceed "
                          f"the {target.shared_bytes_per_block} bytes of shared memory a block has on {target.chip}")
