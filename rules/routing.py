@@ -179,9 +179,10 @@ def deepen_pipeline(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleE
 
 
 def issue_copies_ahead(s: OpSchedule, op: OpInfo, has_reduction: bool) -> ScheduleEdit | None:
-    """A pipelined tensor-core kernel's copies issued before the step's mma, into one more buffer: one
-    barrier per K step instead of two (TF32 1.07x on the H200, f16 0.93x: schedule_sweep_h200.md run 26)."""
-    if s.tensor_core != "mma_sync" or s.pipeline_depth < 2 or s.copies_ahead:
+    """A pipelined mma.sync or staged SIMT kernel's copies issued before the step's mma or FMAs, into one more
+    buffer: one barrier per K step instead of two (TF32 1.07x on the H200, f16 0.93x: schedule_sweep_h200.md
+    run 26)."""
+    if s.tensor_core == "wgmma" or s.img2col or s.pipeline_depth < 2 or s.copies_ahead:
         return None
     return ScheduleEdit(s.op_index, "copies_ahead", True)
 

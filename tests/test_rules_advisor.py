@@ -420,6 +420,9 @@ def test_a_latency_bound_tensor_core_matmul_gets_its_copies_further_ahead():
     simt = dataclasses.replace(staged, tensor_core="none", thread_tile=[8, 8, 0], reduction_tile=8)
     assert edit_for("deepen_pipeline", simt, MATMUL, True, H200) == ScheduleEdit(0, "pipeline_depth", 2)
     assert edit_for("deepen_pipeline", dataclasses.replace(simt, img2col=True), MATMUL, True, H200) is None
+    pipelined = dataclasses.replace(simt, pipeline_depth=2)
+    assert edit_for("issue_copies_ahead", pipelined, MATMUL, True, H200) == ScheduleEdit(0, "copies_ahead", True)
+    assert edit_for("issue_copies_ahead", simt, MATMUL, True, H200) is None
 
 
 def test_a_pipelined_tensor_core_matmul_may_issue_its_copies_ahead():
