@@ -135,6 +135,37 @@ def test_promote_shared_stages_a_simt_matmuls_operand_tiles_in_shared_memory(job
     assert "scf.for" in (job / "v21" / "gpu.mlir").read_text().split("gpu.func")[1]
 
 
+def test_pipeline_depth_fills_a_staged_simt_matmuls_tiles_by_cp_async_steps_ahead(jobs):
+    """The 1024^2 f32 matmul's staged tiles with 2 K steps in flight: filled by cp.async (16 bytes), the K loop
+    software-pipelined with two barriers a step (the one between A's and B's copies dropped), the threads'
+    reads of the rotated buffers still 128-bit (farm-align-global-vector-accesses: LLVM proves no alignment
+    through the loop's block arguments, and split them into scalar loads); with copies_ahead one barrier a
+    step. An img2col conv (a gather) and a partial tile take no pipeline."""
+    job = jobs / "matmul_square"
+    staged = initial_params(str(job))
+    op = staged.ops[0].op_index
+    pipelined = apply_edit(staged, ScheduleEdit(op, "pipeline_depth", 2))
+    ahead = apply_edit(pipelined, ScheduleEdit(op, "copies_ahead", True))
+    for version, p in ((24, staged), (25, pipelined), (26, ahead)):
+        assert compile_iteration(str(job), version, p).ok
+    counts = {v: _ptx_counts(job / f"v{v}") for v in (24, 25, 26)}
+    assert counts[25]["ld.shared.v4.b32"] == counts[24]["ld.shared.v4.b32"] > 0
+    assert counts[26]["ld.shared.v4.b32"] == counts[24]["ld.shared.v4.b32"]
+    assert "ld.shared.b32" not in (job / "v25" / "kernels.ptx").read_text()
+    assert "cp.async.cg.shared.global" in (job / "v25" / "kernels.ptx").read_text()
+    assert counts[25]["ld.global.v4.b32"] < counts[24]["ld.global.v4.b32"]  # the copies are cp.async's
+
+    def k_loop_barriers(version: int) -> int:
+        gpu = (job / f"v{version}" / "gpu.mlir").read_text()
+        body = gpu[gpu.index("scf.for"):]
+        return body[:body.index("farm.k_loop")].count("gpu.barrier")
+
+    assert (k_loop_barriers(25), k_loop_barriers(26)) == (2, 1)
+    padded = apply_edit(pipelined, ScheduleEdit(op, "block_tile", [48, 64, 0]))
+    result = compile_iteration(str(job), 27, apply_edit(padded, ScheduleEdit(op, "thread_tile", [3, 4, 0])))
+    assert not result.ok and "pipeline_depth copies whole tiles" in result.error, result.error
+
+
 def test_v0_stages_a_simt_matmul_whose_grid_fills_the_gpu_in_the_largest_tiles_that_do(jobs):
     """1024^2 f32: 128 x 128 or 128 x 64 blocks would leave H100 SMs idle (64 and 128 blocks for 132), so
     v0 stages 64 x 64 blocks with K steps of 32; the MLP's 256-row Linears fill no grid staged and stay

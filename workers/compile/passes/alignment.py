@@ -169,7 +169,7 @@ def _offset_divisor(memref: ir.Value, divisors: Divisors, carried: frozenset = f
                 return None
             divisor = math.gcd(divisor, known)
         return divisor
-    if isinstance(owner, ir.OpView) and owner.operation.name == "memref.view":
+    if isinstance(owner, ir.OpView) and owner.operation.name in ("memref.view", "memref.get_global"):
         base = _shared_base_divisor(owner, divisors)
         return None if base is None else math.gcd(divisor, base)
     in_kernel_argument = isinstance(owner, ir.Block) and owner.owner.operation.name == "gpu.func"
@@ -181,27 +181,29 @@ def _offset_divisor(memref: ir.Value, divisors: Divisors, carried: frozenset = f
     return math.gcd(divisor, layout[1])
 
 
-def _shared_base_divisor(view, divisors: Divisors) -> int | None:
-    """What divides the element offset of `view` (a memref.view of shared memory at a byte shift) from a
-    16-byte boundary, where its source is a shared global of at least that alignment; else None."""
-    source = view.operands[0]
+def _shared_base_divisor(base, divisors: Divisors) -> int | None:
+    """What divides the element offset of `base` from a 16-byte boundary: a shared global (memref.get_global)
+    of at least that alignment, or a memref.view of one at a byte shift (the dynamic shared array); else None."""
+    shift, source = 0, base.results[0]
+    if base.operation.name == "memref.view":
+        element = ir.MemRefType(base.results[0].type).element_type.width // 8
+        shift, source = divisors.of(base.operands[1]), base.operands[0]
+        if shift % element:
+            return None
+        shift //= element
     while isinstance(source.owner, ir.OpView) and source.owner.operation.name == "memref.cast":
         source = source.owner.operands[0]
     if not isinstance(source.owner, ir.OpView) or source.owner.operation.name != "memref.get_global":
         return None
     name = ir.FlatSymbolRefAttr(source.owner.attributes["name"]).value
-    module = view.operation.parent
+    module = base.operation.parent
     while module.name != "gpu.module":
         module = module.parent
     (global_op,) = [op for op in module.regions[0].blocks[0].operations
                     if op.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == name]
     aligned = "alignment" in global_op.attributes and ir.IntegerAttr(global_op.attributes["alignment"]).value \
         >= kernel_arguments.POINTER_ALIGNMENT
-    element = ir.MemRefType(view.results[0].type).element_type.width // 8
-    shift = divisors.of(view.operands[1])
-    if not aligned or shift % element:
-        return None
-    return shift // element
+    return shift if aligned else None
 
 
 def _proven_alignment(access, divisors: Divisors) -> int:
