@@ -291,21 +291,22 @@ def merge_in_a_block(s: OpSchedule, g: Group, facts: list[LinalgOpFacts]) -> OpS
     return merge
 
 
-def detached_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sms: int) -> ScheduleParams:
-    """`params` where an elementwise kernel over the outputs of a fused reduction that wants a block per output
-    (wants_block_per_row) fuses it no more, so that the reduction takes one: fused, each thread of the
-    epilogue reduced a whole row, the threads of a warp reading 32 rows apart. The epilogue is a small kernel
-    of its own over the reduced outputs."""
-    for g in plan_groups(facts, params):
+def detached_block_reductions(facts: list[LinalgOpFacts], sms: int) -> list[OpSchedule]:
+    """Schedules of elementwise kernels over the outputs of a reduction that wants a block per output
+    (wants_block_per_row), which default grouping fuses into them, that fuse it no more, and the reduction's
+    block reduction: fused, each thread of the epilogue reduced a whole row, the threads of a warp reading 32
+    rows apart. The epilogue is a small kernel of its own over the reduced outputs."""
+    detached: list[OpSchedule] = []
+    for g in plan_groups(facts, None):
         if g.producer is None or facts[g.anchor].info.family != "elementwise" \
                 or not wants_block_per_row(facts[g.producer]):
             continue
-        schedule = dataclasses.replace(default_op_schedule(facts[g.anchor].info, "elementwise"), fuse_producers=False)
-        trial = dataclasses.replace(params, ops=[schedule if s.op_index == g.anchor else s for s in params.ops])
+        epilogue = dataclasses.replace(default_op_schedule(facts[g.anchor].info, "elementwise"), fuse_producers=False)
+        trial = ScheduleParams(ops=[*detached, epilogue])
         own = next(h for h in plan_groups(facts, trial) if h.anchor == g.producer)
         if (block := block_reduction_schedule(own, facts, "reduction", sms)) is not None:
-            params = dataclasses.replace(trial, ops=sorted([*trial.ops, block], key=lambda s: s.op_index))
-    return params
+            detached += [epilogue, block]
+    return detached
 
 
 def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sms: int) -> ScheduleParams:
@@ -316,8 +317,9 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sm
     producers that this lets kernels fuse lose their own schedule. Such a reduction over a long innermost
     loop that an elementwise epilogue fused (a bias and an activation after a matrix-vector product) is a
     kernel of its own (detached_block_reductions)."""
-    new = detached_block_reductions(ScheduleParams.from_dict(params.to_dict()), facts, sms)
-    groups = {g.anchor: g for g in plan_groups(facts, new)}
+    new = ScheduleParams.from_dict(params.to_dict())
+    detached = detached_block_reductions(facts, sms)
+    groups = {g.anchor: g for g in plan_groups(facts, ScheduleParams(ops=detached))}
 
     def in_a_block(s: OpSchedule) -> OpSchedule | None:
         if s.op_index not in groups:
@@ -329,7 +331,9 @@ def with_block_reductions(params: ScheduleParams, facts: list[LinalgOpFacts], sm
             return None
         return block_reduction_schedule(g, facts, s.family, sms)
 
-    new.ops = [in_a_block(s) or s for s in new.ops]
+    own = {d.op_index: d for d in detached}
+    new.ops = sorted([own.pop(s.op_index, None) or in_a_block(s) or s for s in new.ops] + list(own.values()),
+                     key=lambda s: s.op_index)
     anchors = {g.anchor for g in plan_groups(facts, new)}
     new.ops = [s for s in new.ops if s.op_index in anchors]
     return new
