@@ -16,8 +16,9 @@ import pytest
 from workers.compile import compile_iteration, initial_params
 from workers.compile.analysis import analyze
 from workers.compile.schedule import ScheduleError, emit_transform
-from workers.compile.schedule.templates import default_op_schedule, img2col_op, img2col_schedule
-from workers.compile.schedule.tiles import block_dims
+from workers.compile.schedule.templates import (default_op_schedule, img2col_filling_the_grid, img2col_op,
+                                                img2col_schedule)
+from workers.compile.schedule.tiles import block_dims, grid_blocks
 from workers.frontend import lower_model
 from workers.records import OpInfo, ScheduleParams
 
@@ -243,6 +244,27 @@ def test_an_img2col_block_over_a_prime_pixel_row_keeps_to_the_thread_limit():
     schedule = img2col_schedule(conv)
     assert schedule.img2col and schedule.thread_tile[1] == 8
     assert 32 <= math.prod(block_dims(schedule, img2col_op(conv))) <= 1024
+
+
+def test_a_small_batchs_deep_conv_takes_fewer_outputs_per_thread_to_fill_the_gpu(tmp_path):
+    """ResNet18's last 3x3 conv at batch 2 (512 channels of 7x7): img2col's 8 channels x 7 pixels per thread
+    made 16 blocks of 56 threads, each thread over K 4608 (the network ran at 0.24x of eager). v0 cuts the
+    thread tile (8 -> 4 -> 2 -> 1 channels, then 7 -> 1 pixels) and the block's channels until the grid holds
+    SPLIT_K_WARPS warps or no tile is left to cut; blocks of at most TARGET_THREADS threads. It compiles; a
+    conv whose grid fills the GPU keeps its tiles."""
+    job = _lowered_conv(tmp_path, "torch.nn.Conv2d(512, 512, 3, padding=1, bias=False)", (2, 512, 7, 7))
+    params = initial_params(str(job))
+    (conv,) = [s for s in params.ops if s.img2col]
+    op = img2col_op(_facts(job)[conv.op_index].info)
+    assert img2col_schedule(_facts(job)[conv.op_index].info).thread_tile == [0, 8, 7, 0]
+    assert (conv.block_tile, conv.thread_tile) == ([1, 4, 0, 0], [0, 1, 1, 0])
+    assert grid_blocks(conv, op) == 256 and math.prod(block_dims(conv, op)) == 196
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, result.error
+    wide = OpInfo(index=0, name="linalg.conv_2d_nchw_fchw", family="conv", loop_ranges=[10, 64, 224, 224, 3, 3, 3],
+                  iterator_types=["parallel"] * 4 + ["reduction"] * 3, dtype="f32", dilations=[1, 1],
+                  output_loops=[0, 1, 2, 3])
+    assert img2col_filling_the_grid(img2col_schedule(wide), wide) == img2col_schedule(wide)
 
 
 BREADTH = ROOT / "tests" / "data" / "breadth"

@@ -2,6 +2,7 @@
 conservative path beneath them (the constants say what was measured where)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from workers.compile.analysis import LinalgOpFacts
@@ -509,6 +510,43 @@ def _aligned_register_tiles(op: OpInfo) -> OpSchedule | None:
     block = [0 if b >= r else b for b, r in zip(block, ranges)]
     return OpSchedule(op_index=op.index, family="matmul", block_tile=block, thread_tile=thread, img2col=True,
                       reduction_tile=_nearest_aligned(ranges[k], V0_REDUCTION_TILE, alignments[k]), vectorize=True)
+
+
+def img2col_filling_the_grid(schedule: OpSchedule, conv: OpInfo) -> OpSchedule:
+    """An img2col schedule whose grid holds fewer than SPLIT_K_WARPS warps (a small batch's deep layers:
+    ResNet18's 7x7 images of 512 channels in 16 blocks of 56 threads, each thread 8 x 7 outputs over K 4608)
+    with fewer outputs per thread until it holds them: a thread tile cut to its next aligned divisor (the
+    gentlest cut first), the block's channel tile halved while a block has more than
+    TARGET_THREADS threads (more, smaller blocks: ResNet18's 64-channel layer ran in 56 blocks).
+    Its threads keep their whole K loop; `schedule` where it fills the grid already."""
+    op = img2col_op(conv)
+    new = dataclasses.replace(schedule, block_tile=list(schedule.block_tile), thread_tile=list(schedule.thread_tile))
+
+    def warps(s: OpSchedule) -> int:
+        threads = math.prod(n for n in threads_per_loop(s, op) if n)
+        return grid_blocks(s, op) * math.ceil(threads / WARP_SIZE)
+
+    channel = next(c for c in range(1, len(op.loop_ranges))
+                   if op.iterator_types[c] == "parallel" and not op.tile_alignments[c])
+    while warps(new) < SPLIT_K_WARPS:
+        tiled = [d for d, t in enumerate(new.thread_tile) if t > 1 and op.iterator_types[d] == "parallel"]
+        if not tiled:
+            return new
+        step = dataclasses.replace(new, block_tile=list(new.block_tile), thread_tile=list(new.thread_tile))
+        cuts = {d: max(t for t in range(1, step.thread_tile[d])
+                       if step.thread_tile[d] % t == 0 and img2col_aligned(t, op.tile_alignments[d])) for d in tiled}
+        # the gentlest cut (8 -> 4 channels before 7 -> 1 pixels), the larger tile on a tie
+        d = max(tiled, key=lambda d: (cuts[d] / step.thread_tile[d], step.thread_tile[d], -d))
+        step.thread_tile[d] = cuts[d]
+        while math.prod(n for n in threads_per_loop(step, op) if n) > TARGET_THREADS:
+            block = step.block_tile[channel] or op.loop_ranges[channel]
+            if block % 2 or block // 2 < max(step.thread_tile[channel], 1):
+                break
+            step.block_tile[channel] = block // 2
+        if math.prod(n for n in threads_per_loop(step, op) if n) > MAX_THREADS:
+            return new
+        new = step
+    return new
 
 
 def _nearest_aligned(extent: int, want: int, extents: list[int], multiple_of: int = 1) -> int:

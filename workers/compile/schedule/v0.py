@@ -12,7 +12,7 @@ from workers.compile.schedule.grouping import (Group, plan_groups, row_kernel_me
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_shared_outputs, wants_img2col,
                                                 wants_block_per_row, default_op_schedule, transpose_schedule,
                                                 V0_MATMUL_K_TILES, fill_the_grid, split_k_to_fill_the_grid,
-                                                img2col_schedule, maskable_matmul, partial_matmul_schedule,
+                                                img2col_schedule, img2col_filling_the_grid, maskable_matmul, partial_matmul_schedule,
                                                 warp_aligned_blocks, row_kernel_threads, row_kernel_step,
                                                 row_block_tile, block_per_output, block_reduction_threads,
                                                 STAGED_SIMT_TILES, STAGED_PADDING_WORK, direct_conv_tiles)
@@ -29,7 +29,9 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
     family = group_family(g, facts)
     if wants_img2col(facts[g.anchor].info):
         # a producer (a transposed conv's flipped weights) gets a kernel of its own: img2col fuses none
-        return dataclasses.replace(img2col_schedule(facts[g.anchor].info), fuse_producers=g.producer is None)
+        conv = facts[g.anchor].info
+        return dataclasses.replace(img2col_filling_the_grid(img2col_schedule(conv), conv),
+                                   fuse_producers=g.producer is None)
     if g.producer is None and (transpose := transpose_schedule(facts[g.anchor].info)):
         return transpose
     if (direct := direct_conv_schedule(g, facts, family, target.sms)) is not None:
