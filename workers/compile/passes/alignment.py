@@ -15,6 +15,7 @@ import math
 
 from workers.compile import mlir
 from workers.compile.passes import kernel_arguments
+from workers.compile.tensor_core import K_LOOP
 from workers.compile.mlir import arith_dialect, ir, vector_dialect
 
 UNKNOWN = 1  # what divides a value nothing is known of
@@ -35,9 +36,10 @@ def align_global_vector_accesses(module: ir.Module) -> None:
         accesses = [access for name in ACCESSES for access in mlir.ops_named(kernel, name)]
         for access in accesses:
             memref = access.operands[mlir.memref_position(access)]
-            if ir.MemRefType(memref.type).memory_space and not _loop_carried(memref):
+            carried = _loop_carried(memref)
+            if ir.MemRefType(memref.type).memory_space and not carried:
                 continue
-            rows = _rows_of_2d_read(access)
+            rows = _rows_of_2d_read(access) if carried else []
             for row in rows or [access]:
                 alignment = _proven_alignment(row, divisors)
                 if alignment:
@@ -45,10 +47,11 @@ def align_global_vector_accesses(module: ir.Module) -> None:
 
 
 def _loop_carried(memref: ir.Value) -> bool:
-    """Whether the view `memref` is, or views, a loop's block argument."""
+    """Whether the view `memref` is, or views, a block argument of a pipelined K loop (tensor_core.K_LOOP)."""
     while isinstance(memref.owner, ir.OpView) and memref.owner.operation.name in ("memref.subview", "memref.cast"):
         memref = memref.owner.operands[0]
-    return isinstance(memref.owner, ir.Block) and memref.owner.owner.operation.name == "scf.for"
+    return isinstance(memref.owner, ir.Block) and memref.owner.owner.operation.name == "scf.for" \
+        and K_LOOP in memref.owner.owner.operation.attributes
 
 
 def _rows_of_2d_read(access) -> list:
@@ -66,8 +69,9 @@ def _rows_of_2d_read(access) -> list:
     row_type = ir.VectorType.get(vector.shape[-1:], vector.element_type)
     rows = []
     with ir.InsertionPoint(access), access.location:
-        value = arith_dialect.ConstantOp(vector, ir.DenseElementsAttr.get_splat(
-            vector, ir.FloatAttr.get(vector.element_type, 0.0))).result
+        zero = ir.FloatAttr.get(vector.element_type, 0.0) if isinstance(vector.element_type, ir.FloatType) \
+            else ir.IntegerAttr.get(vector.element_type, 0)
+        value = arith_dialect.ConstantOp(vector, ir.DenseElementsAttr.get_splat(vector, zero)).result
         for r in range(vector.shape[0]):
             at = arith_dialect.AddIOp(indices[-2], arith_dialect.ConstantOp(ir.IndexType.get(), r).result).result
             row = vector_dialect.TransferReadOp(row_type, memref, [*indices[:-2], at, indices[-1]],
