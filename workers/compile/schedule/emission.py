@@ -134,7 +134,7 @@ def emit_transform(facts: list[LinalgOpFacts], params: ScheduleParams) -> tuple[
 
 def _emit_main(root: tb.Handle, groups: list[Group], schedules: dict[int, OpSchedule], facts: list[LinalgOpFacts],
                kernels: list[Kernel], tensor_cores: dict[int, MmaPlan], staged_simt: dict[int, StagedMatmul],
-               staged: dict[int, MmaPlan], pipelined: dict[int, MmaPlan]) -> None:
+               staged: dict[int, MmaPlan], pipelined: dict[int, MmaPlan | StagedMatmul]) -> None:
     """The main sequence: every kernel tiled and fused on tensors, then bufferized, mapped to blocks and
     threads, and its vector code lowered."""
     func = prepare(root)
