@@ -292,6 +292,28 @@ def test_a_3d_conv_computes_channels_by_neighbouring_outputs_in_registers_per_th
     assert not re.search(r"\b(ld|st)\.local", (job / "v0" / "kernels.ptx").read_text())
 
 
+def test_convs_fused_into_the_copies_of_a_concatenation_take_register_tiles(tmp_path):
+    """GoogleNet's and DenseNet's branches: each conv (48 and 40 channels: no img2col) is fused into the
+    linalg.copy that writes its part of the concatenation. Like a conv fused into a bias, each thread computes
+    4 channels x 4 neighbouring outputs with vector multiply-adds, its accumulator in registers (it computed
+    one output per thread: GoogleNet's 224 x 224 inception module at 0.22x of eager)."""
+    job = tmp_path / "inception"
+    lower_model(str(BREADTH / "inception_branches.py"), str(job))
+    params = initial_params(str(job))
+    convs = [s for s in params.ops if s.family == "conv"]
+    assert [(s.thread_tile[:4], s.vectorize) for s in convs] == [([0, 4, 1, 4], True)] * 2
+    facts = _facts(job)
+    assert {facts[s.op_index].info.name for s in convs} == {"linalg.copy"}  # the anchors: the concat's copies
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, f"{result.stage}: {result.error}"
+    kernels = [k for k in (job / "v0" / "gpu.mlir").read_text().split("gpu.func")[1:] if '"conv"' in k]
+    assert len(kernels) == 2
+    for kernel in kernels:
+        assert re.search(r"arith.mulf .* : vector<4x4xf32>", kernel), kernel
+    _check_ptx(job / "v0")
+    assert not re.search(r"\b(ld|st)\.local", (job / "v0" / "kernels.ptx").read_text())
+
+
 def test_a_vectorized_conv_takes_one_output_per_thread_along_a_strided_loop(tmp_path):
     """A stride-2 conv's neighbouring outputs read inputs two apart, which the vectorizer cannot read as one
     vector: v0 tiles its channels only, and a schedule with 4 outputs along the strided row is refused."""

@@ -79,13 +79,15 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
 
 def direct_conv_schedule(g: Group, facts: list[LinalgOpFacts], family: str, sms: int) -> OpSchedule | None:
     """templates.direct_conv_tiles for a group whose conv is the anchor or the producer of its elementwise
-    anchor (a bias, an activation: the same output loops, read in place), each thread's tile a vector
-    multiply-add per input channel and kernel tap; None where they do not apply or leave SMs idle."""
+    anchor (a bias, an activation: the same output loops, read in place) or of a linalg.copy (into its part of
+    a concatenation: GoogleNet's and DenseNet's branches), each thread's tile a vector multiply-add per input
+    channel and kernel tap; None where they do not apply or leave SMs idle."""
     member = reduction_member(g, facts)
     if member is None or (tiles := direct_conv_tiles(facts[member].info)) is None:
         return None
     anchor, (block, thread) = facts[g.anchor].info, tiles
-    if member != g.anchor and (anchor.family != "elementwise" or len(anchor.loop_ranges) != len(block)
+    takes_tile = anchor.family == "elementwise" or anchor.name == "linalg.copy"
+    if member != g.anchor and (not takes_tile or len(anchor.loop_ranges) != len(block)
                                or not facts[g.anchor].input_maps_identity[
                                    facts[g.anchor].operand_producers.index(member)]):
         return None
