@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import lower_zoo
@@ -188,6 +189,33 @@ def test_a_staged_matmul_fused_into_its_epilogue_keeps_its_tile_in_shared_memory
     gpu = (job / "v22" / "gpu.mlir").read_text()
     assert "memref.alloca" not in gpu
     assert len(set(re.findall(r"memref.global \"private\" @__farm_shared_\d+", gpu))) == 3
+
+
+def test_a_linears_transposed_weight_is_transposed_as_its_tiles_are_staged(tmp_path):
+    """x @ W.T + b, ReLU: torch-mlir's linalg.transpose of W ran as a kernel of its own, writing W.T out every
+    forward. With the matmul staged, its kernel is the only one: each K step's [k, n] tile of W.T is read from
+    W's rows (128-bit loads along k), transposed in registers and stored to shared memory, where the threads
+    read it as they read any staged B tile; unstaged, the transpose is a kernel again."""
+    from workers.frontend import lower_model
+
+    job = tmp_path / "staged_linear"
+    lower_model(str(Path(__file__).parent / "data" / "breadth" / "staged_linear.py"), str(job))
+    params = initial_params(str(job))
+    (group,) = params.ops
+    assert group.promote_shared
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, result.error
+    assert result.kernel_count == 1
+    gpu = (job / "v0" / "gpu.mlir").read_text()
+    k_loop = gpu[gpu.index("scf.for"):]
+    assert re.search(r"vector.transfer_read %arg0\[.*memref<2048x1024xf32>, vector<2x4xf32>", k_loop), k_loop
+    assert re.search(r"vector.transpose .* to vector<4x2xf32>\s+vector.transfer_write .*address_space<workgroup>",
+                     k_loop), k_loop
+    counts = _ptx_counts(job / "v0")
+    assert counts["ld.local"] == counts["st.local"] == 0 and counts["ld.shared.v4.b32"] > 0
+    unstaged = apply_edit(params, ScheduleEdit(group.op_index, "promote_shared", False))
+    result = compile_iteration(str(job), 1, unstaged)
+    assert result.ok and result.kernel_count == 2, result.error
 
 
 def test_a_staged_matmul_fused_into_its_epilogue_takes_whole_tiles_only(jobs):

@@ -37,9 +37,24 @@ def copy_tile(shape: tuple[int, ...], threads: int, element_bytes: int) -> tuple
     return rows, columns if columns <= widest else 1
 
 
-def copy_pieces(shape: tuple[int, ...], threads: int, element_bytes: int) -> int:
-    """Threads a block-wide copy of the tile takes (copy_tile's pieces): at most the block's."""
-    rows, cols = copy_tile(shape, threads, element_bytes)
+def transpose_tile(shape: tuple[int, int], threads: int, element_bytes: int) -> tuple[int, int]:
+    """A thread's (rows, columns) of a tile that the block's threads transpose as they stage it (a K step's
+    [k, n] tile of W.T, read from W's [n, k] rows): a run of rows that is one load of up to 128 bits of
+    neighbouring source elements, and as few columns as leave no piece without a thread; a warp's neighbouring
+    threads take neighbouring columns, so that their stores to shared memory fall in distinct banks."""
+    rows, columns = shape
+    widest = LOAD_BYTES // element_bytes
+    run = max(v for v in (widest, widest // 2, widest // 4, 1) if v and rows % v == 0)
+    cols = 1
+    while (rows // run) * (columns // cols) > threads and columns % (cols * 2) == 0:
+        cols *= 2
+    return run, cols
+
+
+def copy_pieces(shape: tuple[int, ...], threads: int, element_bytes: int, transposed: bool = False) -> int:
+    """Threads a block-wide copy of the tile takes (copy_tile's pieces, or transpose_tile's): at most the
+    block's."""
+    rows, cols = (transpose_tile if transposed else copy_tile)(shape[-2:], threads, element_bytes)
     return (shape[-2] // rows) * (shape[-1] // cols)
 
 

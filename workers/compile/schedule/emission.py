@@ -281,7 +281,7 @@ def _emit_group(ids: dict[tuple[int, bool], int], g: Group, s: OpSchedule, facts
         handles[g.producer] = tb.producer_of(payload.ops[g.anchor], operand, f"{k}_producer")
     if kernel in staged:
         emit_staged_matmul(kernel, k, g, s, staged[kernel], facts, payload.ops[g.anchor], fills,
-                           handles.get(g.producer))
+                           handles.get(g.producer), [payload.ops[t] for _, t in g.transposed])
         return []
     member = reduction_member(g, facts)
     hoists = []

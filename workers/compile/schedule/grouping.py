@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.templates import wants_img2col
 from workers.compile.schedule.tiles import ScheduleError
-from workers.records import OpSchedule, ScheduleParams
+from workers.records import OpSchedule, ScheduleParams, leaves_partial_tiles, reduction_extents
 
 
 @dataclass
@@ -20,6 +20,9 @@ class Group:
     producer: int | None
     fills: list[tuple[int, int]]  # (op whose init the fill is, that init's operand index)
     members: list[int] = field(default_factory=list)  # a row kernel's other ops (not fills), payload order
+    # a staged matmul's operands that are 2-D transposes of another tensor (a Linear's weight): (input index,
+    # transpose op); each K step's tile is transposed by the block's threads into shared memory, as it is read
+    transposed: list[tuple[int, int]] = field(default_factory=list)
 
 
 def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> list[Group]:
@@ -54,15 +57,34 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
                         and (facts[p].single_use and p not in fused or p in shared):
                     producer = p
                     break
-        fused.update([i] + ([producer] if producer is not None else []))
+        transposed = staged_transposes(i, producer if producer is not None else i, facts, schedule) \
+            if schedule is not None and schedule.promote_shared and schedule.tensor_core == "none" \
+            and not schedule.img2col else []
+        fused.update([i] + ([producer] if producer is not None else []) + [t for _, t in transposed])
         groups.append(Group(anchor=i, producer=producer,
-                            fills=_fills_of([i] + ([producer] if producer is not None else []), facts, by_index)))
+                            fills=_fills_of([i] + ([producer] if producer is not None else []), facts, by_index),
+                            transposed=transposed))
     return list(reversed(groups))
+
+
+def staged_transposes(anchor: int, matmul: int, facts: list[LinalgOpFacts],
+                      schedule: OpSchedule) -> list[tuple[int, int]]:
+    """(input index, transpose op) of each input of a staged 2-D matmul that a single-use 2-D linalg.transpose
+    produces (torch-mlir lowers a Linear's x @ W.T so): its kernel transposes each K step's tile as it stages
+    it, instead of a kernel of its own writing the transposed weight out every forward. Whole tiles only,
+    and not with pipeline_depth (cp.async copies bytes as they are)."""
+    f = facts[matmul]
+    if f.info.family != "matmul" or len(f.info.loop_ranges) != 3 or schedule.pipeline_depth > 1 \
+            or leaves_partial_tiles(schedule, facts[anchor].info, reduction_extents(f.info)[0]):
+        return []
+    return [(n, p) for n, p in enumerate(f.operand_producers[:f.n_inputs])
+            if p is not None and facts[p].info.name == "linalg.transpose" and facts[p].single_use
+            and len(facts[p].info.loop_ranges) == 2]
 
 
 def group_ops(g: Group, facts: list[LinalgOpFacts]) -> list[int]:
     """Every op the group's kernel computes: its anchor, producer, row-kernel members and fills."""
-    ops = [g.anchor, *([g.producer] if g.producer is not None else []), *g.members]
+    ops = [g.anchor, *([g.producer] if g.producer is not None else []), *g.members, *(t for _, t in g.transposed)]
     return ops + [facts[op].init_producer for op, _ in g.fills]
 
 

@@ -43,7 +43,7 @@ from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import Group
 from workers.compile.schedule.tiles import forall_mapping, linear_grid, threads_per_loop
 from workers.compile.staging import (LINEAR_THREADS, copy_pieces, copy_tile, emit_operand_copies, emit_operand_tiles,
-                                     emit_partial_tile_copy, zero_paddings)
+                                     emit_partial_tile_copy, transpose_tile, zero_paddings)
 from workers.compile.tensor_core import COPY_ROWS, K_LOOP
 from workers.records import ELEMENT_BYTES, OpInfo, OpSchedule, img2col_op
 from workers.target import Target
@@ -67,6 +67,7 @@ class StagedMatmul:
     result_bytes: int = 4  # of an output element
     stages: int = 1  # K steps in flight (pipeline_depth), copied by cp.async; 1: copied synchronously
     copies_ahead: bool = False  # one buffer more than stages, filled before the step's FMAs
+    transposed: list[int] = field(default_factory=list)  # inputs whose tiles the threads transpose (Group.transposed)
 
     @property
     def buffers(self) -> int:
@@ -138,7 +139,10 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
                          "must divide their loops")
     padded = [i for i, loops in enumerate(matmul.input_loops) if set(loops) & set(partial)]
     plan = StagedMatmul(op.index, epilogue, k_loop, s.reduction_tile, threads, tiles, block, partial, padded,
-                        ELEMENT_BYTES.get(op.dtype, 4), stages=max(s.pipeline_depth, 1), copies_ahead=s.copies_ahead)
+                        ELEMENT_BYTES.get(op.dtype, 4), stages=max(s.pipeline_depth, 1), copies_ahead=s.copies_ahead,
+                        transposed=[i for i, _ in g.transposed])
+    if plan.transposed and (partial or plan.stages > 1):
+        raise ValueError("an operand transposed as it is staged takes whole tiles copied synchronously")
     if s.copies_ahead and plan.stages < 2:
         raise ValueError("copies_ahead fills a pipelined kernel's spare buffer: it needs pipeline_depth 2 or more")
     if plan.stages > 1 and partial:
@@ -167,7 +171,7 @@ def _check_fits(plan: StagedMatmul, result_bytes: int, target: Target) -> None:
     """That the block's threads copy each K step's tiles in one pass, and that the tiles (with the
     block-local result tile of `result_bytes`) fit the target's shared memory."""
     for i, (shape, element_bytes) in enumerate(plan.operand_tiles):
-        if copy_pieces(shape, plan.block_threads, element_bytes) > plan.block_threads:
+        if copy_pieces(shape, plan.block_threads, element_bytes, i in plan.transposed) > plan.block_threads:
             raise ValueError(f"the {plan.block_threads} threads cannot copy input {i}'s {list(shape)} tile "
                              "in one pass")
     staged = plan.buffers * sum(math.prod(shape) * b for shape, b in plan.operand_tiles) + result_bytes
@@ -229,8 +233,9 @@ def emit_staged_img2col(kernel: int, k: str, s: OpSchedule, plan: StagedMatmul, 
 
 def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: StagedMatmul,
                        facts: list[LinalgOpFacts], anchor_op: tb.Handle, fills: list[tb.Handle],
-                       producer: tb.Handle | None) -> None:
-    """The kernel's Transform steps (module docstring); `producer`: the handle of a fused matmul."""
+                       producer: tb.Handle | None, transposes: list[tb.Handle]) -> None:
+    """The kernel's Transform steps (module docstring); `producer`: the handle of a fused matmul;
+    `transposes`: those of the transposes of plan.transposed's inputs, in its order."""
     anchor = facts[g.anchor].info
     n_thread, n_block = sum(1 for n in plan.threads if n), sum(1 for b in s.block_tile if b)
     mapping = forall_mapping("thread", n_thread)
@@ -243,6 +248,10 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
     for j, fill in enumerate(fills):
         fused, grid = tb.fuse_into(fill, grid, f"{k}_f{j}b")
         block_fills.append(fused)
+    block_transposes = []
+    for i, transpose in zip(plan.transposed, transposes):
+        fused, grid = tb.fuse_into(transpose, grid, f"{k}_tr{i}b")
+        block_transposes.append(fused)
     tb.mark(grid, kernel_marks.KERNEL, kernel, name=f"{k}_id")
     if plan.epilogue is not None:
         # the matmul's block tile becomes a block-local tensor (shared memory), not a slice of a temporary
@@ -258,9 +267,19 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
     step, k_loop = tb.tile_for(matmul_block, sizes, f"{k}_mk")
     if plan.stages > 1:  # marks that outlive bufferization, for the pipelining (tensor_core.py's steps)
         tb.mark(k_loop, K_LOOP, kernel, name=f"{k}_kloop")
-    padded = emit_operand_tiles(k, step, matmul.input_dtypes, matmul.info.dtype, len(plan.threads))
+    step_transposes = [tb.fuse_into(t, k_loop, f"{k}_tr{i}k")[0] for i, t in zip(plan.transposed, block_transposes)]
+    if step_transposes:  # each step's transposed tile block-local (shared memory), not a slice of a temporary
+        tb.apply_patterns(grid, tensor_patterns.ApplyFoldTensorEmptyPatternsOp)
+    copied = [i not in plan.transposed for i in range(len(matmul.input_dtypes))]
+    padded = emit_operand_tiles(k, step, matmul.input_dtypes, matmul.info.dtype, len(plan.threads), copied)
     emit_operand_copies(k, padded, plan.operand_tiles, plan.block_threads, COPY_ROWS if plan.stages > 1 else None,
-                        vectorize=plan.padded)
+                        vectorize=plan.padded, inputs=[i for i, c in enumerate(copied) if c])
+    for i, transpose in zip(plan.transposed, step_transposes):
+        shape, element_bytes = plan.operand_tiles[i]
+        piece, _ = tb.tile_forall(transpose, LINEAR_THREADS, tile_sizes=list(transpose_tile(shape, plan.block_threads,
+                                                                                           element_bytes)),
+                                  name=f"{k}_tr{i}t")
+        tb.vectorize(piece)
     thread_op, _ = tb.tile_forall(padded, mapping, num_threads=plan.threads, name=f"{k}_t")
     if s.vectorize:
         tb.vectorize(thread_op)
