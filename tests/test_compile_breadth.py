@@ -915,7 +915,7 @@ def test_a_transposed_conv_and_a_padded_conv_run_through_img2col_with_register_t
     are no multiple of 64 (the matmul template's register tiles), the padded one because the copy into its
     padded input was fused into it (img2col fuses no producer). Now each is an img2col matmul whose template
     takes 8 channels x 2 pixels per thread (a run aligned to the 34-pixel rows), K steps of 9, which v0 cuts to
-    1 x 2 on 4-channel blocks to fill the grid (img2col_filling_the_grid: at batch 2, 8 x 2 made 68 blocks);
+    2 x 2 on 8-channel blocks to fill the grid (img2col_filling_the_grid: at batch 2, 8 x 2 made 68 blocks);
     the padding copies and the flipped weights are kernels of their own."""
     job, params, config = compiled(tmp_path, "padded_convs")
     convs = [s for s in params.ops if _op(job, s.op_index).name == "linalg.conv_2d_nchw_fchw"]
@@ -924,7 +924,7 @@ def test_a_transposed_conv_and_a_padded_conv_run_through_img2col_with_register_t
         op = _op(job, conv.op_index)
         assert templates.img2col_schedule(op).thread_tile[1:3] == [8, 2]
         assert conv.img2col and conv.vectorize and conv.reduction_tile == 9, conv
-        assert (conv.block_tile[1], conv.thread_tile[1:3]) == (4, [1, 2]), conv
+        assert (conv.block_tile[1], conv.thread_tile[1:3]) == (8, [2, 2]), conv
         assert 34 % conv.thread_tile[2] == 0 and conv.block_tile[2] % 34 == 0  # whole rows per block
     assert len({_op(job, s.op_index).name for s in params.ops} & {"linalg.copy", "linalg.generic"}) == 2
     ptx = (job / "v0" / "kernels.ptx").read_text()

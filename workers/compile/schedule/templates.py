@@ -512,8 +512,15 @@ def _aligned_register_tiles(op: OpInfo) -> OpSchedule | None:
                       reduction_tile=_nearest_aligned(ranges[k], V0_REDUCTION_TILE, alignments[k]), vectorize=True)
 
 
+# the warps an img2col conv's grid is filled to (img2col_filling_the_grid), about 8 per SM: on the H100 six CNNs
+# took 0.95x the time of filling to 2048 (ResNet101 24.0 -> 20.7 ms, MobileNetV1 1.74 -> 1.55, GoogleNet 5.43 ->
+# 5.19) and 0.98x that of 512 (ResNet101 18.7 ms, but GoogleNet 5.95, MobileNetV2 2.36 for 2.16);
+# kernelbench_h200.md, 2026-12-07 11:37-11:39
+IMG2COL_FILL_WARPS = 1024
+
+
 def img2col_filling_the_grid(schedule: OpSchedule, conv: OpInfo) -> OpSchedule:
-    """An img2col schedule whose grid holds fewer than SPLIT_K_WARPS warps (a small batch's deep layers:
+    """An img2col schedule whose grid holds fewer than IMG2COL_FILL_WARPS warps (a small batch's deep layers:
     ResNet18's 7x7 images of 512 channels in 16 blocks of 56 threads, each thread 8 x 7 outputs over K 4608)
     with fewer outputs per thread until it holds them: a thread tile cut to its next aligned divisor (the
     gentlest cut first), the block's channel tile halved while a block has more than
@@ -528,7 +535,7 @@ def img2col_filling_the_grid(schedule: OpSchedule, conv: OpInfo) -> OpSchedule:
 
     channel = next(c for c in range(1, len(op.loop_ranges))
                    if op.iterator_types[c] == "parallel" and not op.tile_alignments[c])
-    while warps(new) < SPLIT_K_WARPS:
+    while warps(new) < IMG2COL_FILL_WARPS:
         tiled = [d for d, t in enumerate(new.thread_tile) if t > 1 and op.iterator_types[d] == "parallel"]
         if not tiled:
             return new
