@@ -40,8 +40,8 @@ def copy_tile(shape: tuple[int, ...], threads: int, element_bytes: int) -> tuple
 def transpose_tile(shape: tuple[int, int], threads: int, element_bytes: int) -> tuple[int, int]:
     """A thread's (rows, columns) of a tile that the block's threads transpose as they stage it (a K step's
     [k, n] tile of W.T, read from W's [n, k] rows): a run of rows that is one load of up to 128 bits of
-    neighbouring source elements, and as few columns as leave no piece without a thread; a warp's neighbouring
-    threads take neighbouring columns, so that their stores to shared memory fall in distinct banks."""
+    neighbouring source elements, and the fewest columns that make no more pieces than threads; a warp's
+    neighbouring threads take neighbouring columns, so that their stores to shared memory fall in distinct banks."""
     rows, columns = shape
     widest = LOAD_BYTES // element_bytes
     run = max(v for v in (widest, widest // 2, widest // 4, 1) if v and rows % v == 0)

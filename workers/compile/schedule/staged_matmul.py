@@ -294,7 +294,8 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
         epilogue, _ = tb.tile_forall(block, mapping, num_threads=threads_per_loop(s, anchor), name=f"{k}_et")
         # a row of the thread's tile a step: vectorized whole, a GELU's or Mish's temporaries over 8 x 8 outputs
         # took 164-214 registers, a block per SM where a ReLU's kernel takes 128 and two
-        rows = [1 if t > 1 else 0 for t in s.thread_tile[:-1]] + [0]
+        last = max(d for d, t in enumerate(s.thread_tile) if t)
+        rows = [1 if t > 1 and d < last else 0 for d, t in enumerate(s.thread_tile)]
         if s.vectorize and any(rows):
             epilogue, _ = tb.tile_for(epilogue, rows, f"{k}_er")
         if s.vectorize:
