@@ -141,8 +141,6 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
     plan = StagedMatmul(op.index, epilogue, k_loop, s.reduction_tile, threads, tiles, block, partial, padded,
                         ELEMENT_BYTES.get(op.dtype, 4), stages=max(s.pipeline_depth, 1), copies_ahead=s.copies_ahead,
                         transposed=[i for i, _ in g.transposed])
-    if plan.transposed and (partial or plan.stages > 1):
-        raise ValueError("an operand transposed as it is staged takes whole tiles copied synchronously")
     if s.copies_ahead and plan.stages < 2:
         raise ValueError("copies_ahead fills a pipelined kernel's spare buffer: it needs pipeline_depth 2 or more")
     if plan.stages > 1 and partial:
