@@ -452,6 +452,27 @@ def test_the_parent_classifies_how_the_gpu_child_ended(tmp_path, monkeypatch, ch
     assert f"status is {status}" in (job / "v0" / "ncu_summary.md").read_text()
 
 
+# TEST DOUBLE of the GPU child: it reports a correct check of 3 draws, untimed, if it was asked for the check only
+CHECKING_CHILD = """
+import json, sys
+checked = sys.argv[4:] == ["--check-only"]
+open(sys.argv[3], "w").write(json.dumps({"status": "ok" if checked else "error", "draws": 3, "outputs": [
+    {"buffer": "out", "max_abs_err": 0.0, "max_rel_err": 0.0, "passed": True}]}))
+"""
+
+
+def test_an_untimed_measurement_asks_the_gpu_child_for_the_check_alone(tmp_path, monkeypatch):
+    """measure_iteration(timed=False), the GPU tests' quick check: the child checks the draws and times
+    nothing (no peers: torch.compile took 20-40 s of each test), and nothing is profiled."""
+    monkeypatch.setattr("workers.measure.gpu_unavailable", lambda: None)
+    monkeypatch.setattr("workers.measure.gpu_run.COMMAND", [sys.executable, "-c", CHECKING_CHILD])
+    job = _job(tmp_path)
+    result = measure_iteration(str(job), 0, timeout_s=30, timed=False)
+    assert (result.status, result.correct, result.draws, result.time, result.eager) == ("ok", True, 3, None, None)
+    assert "profiling was not asked for" in (job / "v0" / "ncu_summary.md").read_text()
+    assert measure_iteration(str(job), 0, profile=False, timeout_s=30).status == "error"  # timed: no flag
+
+
 # TEST DOUBLE of the GPU child in batch mode (python -c CODE --batch ITEMS --until T): each item's job
 # folder name says how its measurement ends; every process it starts appends a line to starts.log.
 FAKE_BATCH_CHILD = """

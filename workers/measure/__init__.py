@@ -108,17 +108,21 @@ def _write_unprofiled(job_dir: str, version: int, result: MeasureResult) -> None
                              else f"the iteration's status is {result.status}")
 
 
-def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_s: float = 600) -> MeasureResult:
+def measure_iteration(job_dir: str, version: int, profile: bool = True, timeout_s: float = 600,
+                      timed: bool = True) -> MeasureResult:
     """Write v{version}/{benchmark.md, ncu_summary.md, ncu_details.md} and return the result.
 
-    timeout_s bounds the whole measurement (the checked run and the profile together)."""
+    timeout_s bounds the whole measurement (the checked run and the profile together). timed=False: the
+    correctness check on the input draws only, no timing, no peers (torch.compile's 20-40 s) and no profile:
+    a kernel's quick check (the GPU tests)."""
     deadline = time.monotonic() + timeout_s
     config, ended = _preflight(job_dir, version)
     if ended:
         return ended
-    result = _result(job_dir, version, config, _run_child(job_dir, version, timeout_s))
+    outcome = _run_child(job_dir, version, timeout_s, [] if timed else ["--check-only"])
+    result = _result(job_dir, version, config, outcome)
     left = deadline - time.monotonic()
-    if result.status != "ok" or not profile:
+    if result.status != "ok" or not profile or not timed:
         _write_unprofiled(job_dir, version, result)
     elif left < 1:
         report.write_ncu_skipped(job_dir, version, f"no time left of the {timeout_s:.0f} s measurement limit")
@@ -192,14 +196,14 @@ def measure_batch(versions: list[tuple[str, int]], timeout_s: float = 600, until
     return results
 
 
-def _run_child(job_dir: str, version: int, timeout_s: float) -> RunOutcome:
-    """Run the GPU child and classify how it ended: its own verdict if it wrote one, else a timeout
-    (the group was killed) or a death (a crash or a kill before it could write)."""
+def _run_child(job_dir: str, version: int, timeout_s: float, flags: list[str]) -> RunOutcome:
+    """Run the GPU child (with gpu_run's `flags`) and classify how it ended: its own verdict if it wrote one,
+    else a timeout (the group was killed) or a death (a crash or a kill before it could write)."""
     result_path = os.path.join(version_dir(job_dir, version), RESULT_FILE)
     if os.path.exists(result_path):
         os.unlink(result_path)
     try:
-        _, output = run_in_group([*gpu_run.COMMAND, job_dir, str(version), result_path], timeout_s)
+        _, output = run_in_group([*gpu_run.COMMAND, job_dir, str(version), result_path, *flags], timeout_s)
     except TimeoutError as e:
         if not os.path.exists(result_path):  # else it reported and then stuck on its way out
             return RunOutcome(status="timeout", error=f"{e} (a hung kernel, or a run slower than the limit)")

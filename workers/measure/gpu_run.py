@@ -332,9 +332,10 @@ class Lap:
         self.last = now
 
 
-def measure(job_dir: str, version: int, once: bool = False) -> RunOutcome:
+def measure(job_dir: str, version: int, once: bool = False, check_only: bool = False) -> RunOutcome:
     """Check and time v{version} of the job (once: run each launch once, a host loop's at its first index,
-    for a profiler); every failure is the outcome's status and error."""
+    for a profiler; check_only: check it on the input draws, no timing and no peers); every failure is the
+    outcome's status and error."""
     outcome = RunOutcome(status="error")
     runner = None
     lap = Lap(outcome.seconds)
@@ -354,10 +355,11 @@ def measure(job_dir: str, version: int, once: bool = False) -> RunOutcome:
             outcome.outputs, outcome.draws = runner.check(), CORRECTNESS_DRAWS
             lap("check")
             outcome.status = "ok" if all(o.passed for o in outcome.outputs) else "wrong_result"
-            outcome.time = time_gpu(runner.run)
-            lap("time")
-            outcome.reference = runner.reference(job_dir)
-            lap("peers")
+            if not check_only:
+                outcome.time = time_gpu(runner.run)
+                lap("time")
+                outcome.reference = runner.reference(job_dir)
+                lap("peers")
     except Exception as e:  # every failure is recorded for the parent
         # the first line is CUDA's verdict; torch appends lines of generic debugging advice
         outcome.status, outcome.error = _classify(e), f"{type(e).__name__}: {(str(e).strip() or '?').splitlines()[0][:1000]}"
@@ -396,7 +398,7 @@ def main(argv: list[str]) -> int:
         until = float(argv[argv.index("--until") + 1]) if "--until" in argv else float("inf")
         return measure_batch(argv[1], until)
     job_dir, version, result_path = argv[0], int(argv[1]), argv[2]
-    outcome = measure(job_dir, version, once="--once" in argv)
+    outcome = measure(job_dir, version, once="--once" in argv, check_only="--check-only" in argv)
     write_text(result_path, outcome.to_json(indent=2))
     return 0 if outcome.status == "ok" else 1
 
