@@ -95,11 +95,13 @@ def problems(levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
 
 def recorded(out: Path, levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
     """(level, problem) of each problem with a compile row in `out` (of the levels, or of the named files):
-    a GPU node measures the job folders it was given, without the suite."""
-    names = {Path(f).stem for f in files}
-    return [(level, Path(path.name[:-len(".compile.json")])) for level in levels
-            for path in sorted((out / f"level{level}").glob("*.compile.json"), key=lambda p: _number(p.name))
-            if not names or path.name[:-len(".compile.json")] in names]
+    a GPU node measures the job folders it was given, without the suite. Named files keep the order they are
+    named in (a device call's budget cuts the last ones), the levels their problems' suite order."""
+    names = {Path(f).stem: i for i, f in enumerate(files)}
+    found = [(level, Path(path.name[:-len(".compile.json")])) for level in levels
+             for path in sorted((out / f"level{level}").glob("*.compile.json"), key=lambda p: _number(p.name))
+             if not names or path.name[:-len(".compile.json")] in names]
+    return sorted(found, key=lambda item: names[item[1].name]) if names else found
 
 
 def _level_of(path: Path) -> int:

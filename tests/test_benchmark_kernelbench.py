@@ -77,6 +77,17 @@ def test_sample_takes_every_nth_problem_of_a_level(tmp_path):
     assert "| 1 | 3 | 3 (100%) | - |" in done.stdout, done.stdout + done.stderr  # 1, 4 and 7
 
 
+def test_named_problems_are_measured_in_the_order_they_are_named(tmp_path):
+    """A device call's budget cuts the last problems of its list: named problems keep their order (level 3's
+    networks first, say); a level's keep the suite's."""
+    for level, name in ((1, "9_b"), (1, "10_c"), (3, "2_d"), (3, "11_e")):
+        (tmp_path / f"level{level}").mkdir(exist_ok=True)
+        (tmp_path / f"level{level}" / f"{name}.compile.json").write_text("{}")
+    named = ["level3/11_e.py", "level1/10_c.py", "level3/2_d.py"]
+    assert [str(p) for _, p in kernelbench.recorded(tmp_path, [1, 3], named)] == ["11_e", "10_c", "2_d"]
+    assert [str(p) for _, p in kernelbench.recorded(tmp_path, [1, 3], [])] == ["9_b", "10_c", "2_d", "11_e"]
+
+
 def test_a_problem_past_its_time_limit_is_recorded_with_that_reason(tmp_path):
     done = harness("compile", str(BREADTH / "group_norm.py"), "--out", str(tmp_path / "kb"), "--limit", "1")
     row = CompileRow.from_json((tmp_path / "kb" / "level0" / "group_norm.compile.json").read_text())
