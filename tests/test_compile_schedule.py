@@ -195,7 +195,7 @@ def test_a_staged_matmul_fused_into_its_epilogue_keeps_its_tile_in_shared_memory
 def test_a_linears_transposed_weight_is_transposed_as_its_tiles_are_staged(tmp_path):
     """x @ W.T + b, GELU: torch-mlir's linalg.transpose of W ran as a kernel of its own, writing W.T out every
     forward. With the matmul staged, its kernel is the only one: each K step's [k, n] tile of W.T is read from
-    W's rows (128-bit loads along k), transposed in registers and stored to shared memory, where the threads
+    W's rows (128-bit loads along k) and stored down the tile's columns in shared memory, where the threads
     read it as they read any staged B tile; unstaged, the transpose is a kernel again. The GELU epilogue goes
     a row of the thread's tile at a time: ptxas fits the kernel in 128 registers, two blocks of 256 threads
     per SM (over the whole tile, erf's temporaries took 164: one block)."""
