@@ -58,8 +58,7 @@ def plan_groups(facts: list[LinalgOpFacts], params: ScheduleParams | None) -> li
                     producer = p
                     break
         transposed = staged_transposes(i, producer if producer is not None else i, facts, schedule) \
-            if schedule is not None and schedule.promote_shared and schedule.tensor_core == "none" \
-            and not schedule.img2col else []
+            if schedule is not None else []
         fused.update([i] + ([producer] if producer is not None else []) + [t for _, t in transposed])
         groups.append(Group(anchor=i, producer=producer,
                             fills=_fills_of([i] + ([producer] if producer is not None else []), facts, by_index),
@@ -71,10 +70,11 @@ def staged_transposes(anchor: int, matmul: int, facts: list[LinalgOpFacts],
                       schedule: OpSchedule) -> list[tuple[int, int]]:
     """(input index, transpose op) of each input of a staged 2-D matmul that a single-use 2-D linalg.transpose
     produces (torch-mlir lowers a Linear's x @ W.T so): its kernel transposes each K step's tile as it stages
-    it, instead of a kernel of its own writing the transposed weight out every forward. Whole tiles only,
-    and not with pipeline_depth (cp.async copies bytes as they are)."""
+    it, instead of a kernel of its own writing the transposed weight out every forward. SIMT (CUDA-core)
+    kernels of whole tiles only, and not with pipeline_depth (cp.async copies bytes as they are)."""
     f = facts[matmul]
-    if f.info.family != "matmul" or len(f.info.loop_ranges) != 3 or schedule.pipeline_depth > 1 \
+    staged_simt = schedule.promote_shared and schedule.tensor_core == "none" and not schedule.img2col
+    if not staged_simt or f.info.family != "matmul" or len(f.info.loop_ranges) != 3 or schedule.pipeline_depth > 1 \
             or leaves_partial_tiles(schedule, facts[anchor].info, reduction_extents(f.info)[0]):
         return []
     return [(n, p) for n, p in enumerate(f.operand_producers[:f.n_inputs])
