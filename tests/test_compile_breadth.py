@@ -23,10 +23,10 @@ from workers.compile.passes import (bool_bytes, collapse_contraction_loops, coll
 from workers.compile.pipeline import PassPipeline
 from workers.compile.schedule import templates
 from workers.compile.schedule.tiles import MAX_GRID_YZ, linear_grid
-from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, cumprod_decomposition,
-                                    cumsum_decomposition, index_add_decomposition, index_put_decomposition,
-                                    scatter_add_decomposition, scatter_decomposition, sort_decomposition,
-                                    topk_decomposition)
+from workers.decompositions import (argsort_decomposition, conv_transpose_decomposition, convolution_decomposition,
+                                    cumprod_decomposition, cumsum_decomposition, index_add_decomposition,
+                                    index_put_decomposition, scatter_add_decomposition, scatter_decomposition,
+                                    sort_decomposition, topk_decomposition)
 from workers.frontend import FrontendError, LoweringLimits, lower_model, lower_model_bounded
 from workers.measure.gpu_run import OutputError, worst_of_draws
 from workers.records import CompileResult, LaunchConfig, OpInfo, OpSchedule, ScheduleEdit, ScheduleParams
@@ -1379,8 +1379,36 @@ def test_a_strided_transposed_conv_is_one_conv_per_output_phase(dims, kernel, st
         want = torch.ops.aten.convolution(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
         got = conv_transpose_decomposition(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
         assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
-    assert conv_transpose_decomposition(x, weight, None, [1] * dims, padding, dilation, True, [0] * dims,
-                                        groups) is NotImplemented  # stride 1: torch-mlir's own lowering
+
+
+
+@pytest.mark.parametrize("dims, kernel, stride, padding, dilation, transposed", [
+    (1, 3, 1, 1, 1, False), (1, 5, 3, 0, 1, False), (3, 3, 1, 1, 1, False), (3, (3, 5, 7), (2, 1, 2), (1, 2, 3),
+                                                                            (2, 1, 1), False),
+    (3, (3, 3, 1), 1, 0, 1, False), (3, 3, 1, (1, 0, 2), 1, True), (1, 5, 1, 2, 1, True)])
+def test_1d_and_3d_convs_of_64_channels_are_2d_convs(dims, kernel, stride, padding, dilation, transposed):
+    """Against torch in float64, with and without a bias: strides, paddings and a dilation along the depth (the
+    stacked input's), asymmetric kernels, stride-1 transposed convs."""
+    spread = lambda v: list(v) if isinstance(v, tuple) else [v] * dims  # noqa: E731
+    kernel, stride, padding, dilation = map(spread, (kernel, stride, padding, dilation))
+    x = torch.randn(2, 3, *[7 + i for i in range(dims)], dtype=torch.float64)
+    weight = torch.randn(*((3, 64) if transposed else (64, 3)), *kernel, dtype=torch.float64)
+    for bias in (None, torch.randn(64, dtype=torch.float64)):
+        args = (x, weight, bias, stride, padding, dilation, transposed, [0] * dims, 1)
+        got, want = convolution_decomposition(*args), torch.ops.aten.convolution(*args)
+        assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dims, out_channels, dilation, groups, transposed", [
+    (2, 64, 1, 1, False), (2, 64, 1, 1, True), (3, 16, 1, 1, False), (3, 64, 2, 1, False), (3, 64, 1, 2, False),
+    (1, 32, 1, 1, True)])
+def test_other_convs_are_left_to_torch_mlir(dims, out_channels, dilation, groups, transposed):
+    """2-D convs and 2-D transposed convs of stride 1; 1-D and 3-D ones that would stay direct as 2-D convs (too
+    few output channels, dilated along the 2-D conv's dims, grouped)."""
+    x = torch.randn(1, 4, *[6] * dims)
+    weight = torch.randn(*((4, out_channels // groups) if transposed else (out_channels, 4 // groups)), *[3] * dims)
+    assert convolution_decomposition(x, weight, None, [1] * dims, [0] * dims, [dilation] * dims, transposed,
+                                     [0] * dims, groups) is NotImplemented
 
 
 def test_strided_transposed_convs_lower_without_zeros_inserted_and_compute_what_torch_does(tmp_path):

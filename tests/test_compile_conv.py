@@ -12,12 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from workers.compile import compile_iteration, initial_params
 from workers.compile.analysis import analyze
 from workers.compile.schedule import ScheduleError, emit_transform
-from workers.compile.schedule.templates import (default_op_schedule, img2col_filling_the_grid, img2col_op,
-                                                img2col_schedule)
+from workers.compile.schedule.templates import (IMG2COL_CHANNELS_PER_BLOCK, default_op_schedule,
+                                                img2col_filling_the_grid, img2col_op, img2col_schedule)
 from workers.compile.schedule.tiles import block_dims, grid_blocks
 from workers.frontend import lower_model
 from workers.records import OpInfo, ScheduleParams
@@ -271,13 +272,12 @@ BREADTH = ROOT / "tests" / "data" / "breadth"
 
 
 def test_a_3d_conv_computes_channels_by_neighbouring_outputs_in_registers_per_thread(tmp_path):
-    """A 3-D conv (img2col takes 2-D ones only) fused with its ReLU: each thread computes 4 output channels x 4
-    neighbouring outputs along the row, generalized, tiled by 1 along its input channels and kernel taps and
-    vectorized: each step of the four tap loops reads 4 inputs and 4 weights for 16 multiply-adds (it was one
-    output per thread: two loads per multiply-add), into a 4 x 4 accumulator that stays in registers (the
-    ReLU reads it from the thread's scratch, which LLVM keeps in registers: no local memory in the PTX)."""
-    job = tmp_path / "conv3d"
-    lower_model(str(BREADTH / "conv3d_relu.py"), str(job))
+    """A 3-D conv dilated along its rows (img2col takes undilated 2-D convs only, so it is not made one): each
+    thread computes 4 output channels x 4 neighbouring outputs along the row, generalized, tiled by 1 along its
+    input channels and kernel taps and vectorized: each step of the four tap loops reads 4 inputs and 4 weights
+    for 16 multiply-adds (it was one output per thread: two loads per multiply-add), into a 4 x 4 accumulator
+    that stays in registers (no local memory in the PTX)."""
+    job = _lowered_conv(tmp_path, "torch.nn.Conv3d(8, 16, 3, padding=2, dilation=(1, 2, 2))", (2, 8, 16, 32, 32))
     params = initial_params(str(job))
     (conv,) = [s for s in params.ops if s.family == "conv"]
     assert (conv.thread_tile[:5], conv.reduction_tile, conv.vectorize) == ([0, 4, 0, 1, 4], 1, True)
@@ -290,6 +290,37 @@ def test_a_3d_conv_computes_channels_by_neighbouring_outputs_in_registers_per_th
     assert re.search(r"arith.mulf .* : vector<4x4xf32>", steps[-1]), steps[-1]
     _check_ptx(job / "v0")
     assert not re.search(r"\b(ld|st)\.local", (job / "v0" / "kernels.ptx").read_text())
+
+
+def test_3d_and_1d_convs_are_2d_convs_through_img2col_and_compute_what_torch_does(tmp_path):
+    """A 3-D conv is a 2-D conv over its input stacked once per depth tap, a 1-D conv one of height 1, a 3-D
+    transposed conv of stride 1 a 3-D conv first (decompositions.conv_as_2d_decomposition): v0 takes each through
+    img2col (the direct 3-D conv ran at 0.07x of cuDNN). The lowering run on the CPU gives torch's outputs."""
+    from tests.cpu_reference import run_linalg
+    from workers.model_loader import load_model
+
+    job = tmp_path / "convs_as_2d"
+    info = lower_model(str(BREADTH / "convs_as_2d.py"), str(job))
+    text = (job / "model_linalg.mlir").read_text()
+    assert len(re.findall(r"linalg\.conv_2d_nchw_fchw", text)) == 3 and not re.search(r"linalg\.conv_[13]d", text)
+    params = initial_params(str(job))
+    facts = _facts(job)
+    assert [s.img2col for s in params.ops if facts[s.op_index].info.name.startswith("linalg.conv")] == [True] * 3
+    net, inputs = load_model(str(BREADTH / "convs_as_2d.py"), info.seed)
+    state = {**dict(net.named_parameters()), **dict(net.named_buffers())}
+    got = run_linalg(text, [*inputs, *(state[n] for n in info.weight_names)], info.output_shapes)
+    with torch.no_grad():
+        want = net(*inputs)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == tuple(w.shape) and abs(g - w.numpy()).max() < 1e-4
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, f"{result.stage}: {result.error}"
+
+
+def test_the_frontend_makes_2d_the_convs_whose_output_channels_fill_img2cols_blocks():
+    from workers.decompositions import IMG2COL_OUTPUT_CHANNELS
+
+    assert IMG2COL_OUTPUT_CHANNELS == IMG2COL_CHANNELS_PER_BLOCK
 
 
 def test_convs_fused_into_the_copies_of_a_concatenation_take_register_tiles(tmp_path):
@@ -317,7 +348,7 @@ def test_convs_fused_into_the_copies_of_a_concatenation_take_register_tiles(tmp_
 def test_a_vectorized_conv_takes_one_output_per_thread_along_a_strided_loop(tmp_path):
     """A stride-2 conv's neighbouring outputs read inputs two apart, which the vectorizer cannot read as one
     vector: v0 tiles its channels only, and a schedule with 4 outputs along the strided row is refused."""
-    job = _lowered_conv(tmp_path, "torch.nn.Conv3d(4, 16, 3, stride=2)", (4, 4, 33, 65, 65))
+    job = _lowered_conv(tmp_path, "torch.nn.Conv3d(4, 16, 3, stride=2, dilation=(1, 2, 2))", (4, 4, 33, 67, 67))
     params = initial_params(str(job))
     (conv,) = [s for s in params.ops if s.family == "conv"]
     assert conv.vectorize and conv.thread_tile[1] == 4 and conv.thread_tile[4] == 1
@@ -364,11 +395,7 @@ def test_the_advisors_vectorize_edit_register_tiles_a_direct_conv(tmp_path):
     from workers.compile import apply_edit
     from workers.target import target
 
-    job = tmp_path / "small3d"
-    model = tmp_path / "small3d.py"
-    model.write_text((BREADTH / "conv3d_relu.py").read_text().replace("torch.randn(2, 8, 16, 32, 32)",
-                                                                      "torch.randn(1, 8, 8, 16, 32)"))
-    lower_model(str(model), str(job))
+    job = _lowered_conv(tmp_path, "torch.nn.Conv3d(8, 16, 3, padding=2, dilation=(1, 2, 2))", (1, 8, 8, 16, 32))
     params = initial_params(str(job))
     (conv,) = [s for s in params.ops if s.family == "conv"]
     assert not conv.vectorize and set(conv.thread_tile) <= {0, 1}  # v0: the grid would not fill the GPU
@@ -401,8 +428,6 @@ def test_the_register_tiled_conv_recipe_computes_the_conv(name, x, w, strides, d
     """emission._emit_conv_register_tile on a thread's tile of a conv (generalized, its taps tiled by 1, unit dims
     folded, vectorized), applied by the compile stage's MLIR to the conv on tensors and run on the CPU by MLIR's
     execution engine: the outputs are torch's (the GPU kernels themselves are checked on the GPU node)."""
-    import torch
-
     from tests.cpu_reference import run_linalg
     from workers.compile import mlir
     from workers.compile import transform_builder as tb

@@ -348,9 +348,7 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
     input n + (r + p - t d) / s: a plain conv of the input (padded once for every phase) with those taps,
     reversed, dilated by their spacing. The phases' outputs are then interleaved. torch-mlir lowers a
     transposed conv as one conv over the input with s - 1 zeros inserted between elements, which multiplies
-    zeros in s^dims - 1 of s^dims products (7 of 8 for a 3-D stride 2). Other convs are left to torch-mlir."""
-    if not transposed or all(s == 1 for s in stride):
-        return NotImplemented
+    zeros in s^dims - 1 of s^dims products (7 of 8 for a 3-D stride 2). Of stride 1: one phase, a conv."""
     dims = len(stride)
     batch, in_channels, *lengths = x.shape
     out_per_group, kernel = weight.shape[1], weight.shape[2:]
@@ -393,6 +391,65 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
     return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
 
 
+# v0 takes a 2-D conv through img2col where its output channels fill img2col's blocks
+# (schedule.templates.IMG2COL_CHANNELS_PER_BLOCK; fewer measured faster direct): only such convs are made 2-D
+# (the frontend does not import the compile stage, whose MLIR bindings are not torch-mlir's; a test keeps the two equal)
+IMG2COL_OUTPUT_CHANNELS = 64
+
+
+def conv_as_2d_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding, dilation,
+                              groups: int):
+    """A 1-D or 3-D conv as a 2-D conv, which the compile stage lowers through img2col (upstream's
+    `convert_conv2d_to_img2col` takes 2-D convs only; a direct 3-D conv of 32 channels ran at 0.07x of cuDNN, a
+    1-D conv of 64 at 0.15x). A 1-D conv is a 2-D conv of height 1 (a view). A 3-D conv's depth taps become
+    input channels and its output depths a batch: one gather of the padded input writes
+    stacked[n * Do + o, c * KD + t] = x[n, c, o * stride + t * dilation] (KD times the input), and the 2-D conv's
+    output is transposed back to [n, f, o, ...]. For convs that _takes_img2col_as_2d."""
+    if len(stride) == 1:
+        y = torch.ops.aten.convolution(x.unsqueeze(2), weight.unsqueeze(2), bias, [1, stride[0]], [0, padding[0]],
+                                       [1, 1], False, [0, 0], groups)
+        return y.squeeze(2)
+    batch, channels, depth = x.shape[:3]
+    taps = weight.shape[2]
+    depths = (depth + 2 * padding[0] - dilation[0] * (taps - 1) - 1) // stride[0] + 1
+    # padded in every dim here, on the input: padded by the 2-D conv, the stacked copy would be copied again
+    padded = torch.nn.functional.pad(x, [v for p in reversed(padding) for v in (p, p)])
+    # the gather's channel index into [n, c * Dp + d, h, w] puts each output depth's slab in the 2-D conv's
+    # layout at once (a gather, then a transpose, wrote the stacked input twice)
+    planes = (torch.arange(depths).reshape(-1, 1, 1) * stride[0] + torch.arange(channels).reshape(-1, 1)
+              * padded.shape[2] + torch.arange(taps) * dilation[0]).reshape(-1)
+    stacked = padded.reshape(batch, -1, *padded.shape[3:]).index_select(1, planes) \
+        .reshape(batch * depths, channels * taps, *padded.shape[3:])
+    y = torch.ops.aten.convolution(stacked, weight.reshape(weight.shape[0], -1, *weight.shape[3:]), None,
+                                   stride[1:], [0, 0], [1, 1], False, [0, 0], groups)
+    y = y.reshape(batch, depths, *y.shape[1:]).transpose(1, 2)
+    # the bias added by the transpose's kernel: as the conv's init, its broadcast was a kernel of its own
+    return y if bias is None else y + bias.reshape(1, -1, 1, 1, 1)
+
+
+def _takes_img2col_as_2d(out_channels: int, dilation, groups: int) -> bool:
+    """Whether a 1-D or 3-D conv made 2-D would take img2col: undilated along the 2-D conv's dims, ungrouped, its
+    output channels filling img2col's blocks. Else it would stay a direct conv, which gains nothing from the
+    copies."""
+    return list(dilation[-2:]) == [1] * len(dilation[-2:]) and groups == 1 \
+        and out_channels % IMG2COL_OUTPUT_CHANNELS == 0
+
+
+def convolution_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding, dilation,
+                              transposed: bool, output_padding, groups: int):
+    """Transposed convs of stride > 1 as conv_transpose_decomposition's phases, whose convs are decomposed in
+    turn; 1-D and 3-D convs that _takes_img2col_as_2d as conv_as_2d_decomposition's 2-D conv, transposed ones of
+    stride 1 through a phase first. Other convs are left to torch-mlir."""
+    if transposed and any(s > 1 for s in stride):
+        return conv_transpose_decomposition(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
+    out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    if len(stride) == 2 or not _takes_img2col_as_2d(out_channels, dilation, groups):
+        return NotImplemented
+    if transposed:
+        return conv_transpose_decomposition(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
+    return conv_as_2d_decomposition(x, weight, bias, stride, padding, dilation, groups)
+
+
 def decomposition_table() -> dict:
     """torch-mlir's decompositions, with the project's in place of some."""
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
@@ -407,4 +464,4 @@ def decomposition_table() -> dict:
             torch.ops.aten.index_add.default: index_add_decomposition,
             torch.ops.aten.sort.default: sort_decomposition, torch.ops.aten.sort.stable: sort_decomposition,
             torch.ops.aten.argsort.default: argsort_decomposition, torch.ops.aten.argsort.stable: argsort_decomposition,
-            torch.ops.aten.convolution.default: conv_transpose_decomposition}
+            torch.ops.aten.convolution.default: convolution_decomposition}
