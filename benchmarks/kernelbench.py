@@ -83,6 +83,7 @@ class MeasureRow(JsonRecord):
     seconds: dict[str, float] = field(default_factory=dict)  # the GPU child's steps (load, check, ...)
     version: int = 0  # the version timed: v0 (`measure`), the loop's best correct one (`loop`)
     kernels_digest: str = ""  # the compile's digest of the kernels timed (rows from before 2026-12-07 have none)
+    kernel_us: dict[str, float] = field(default_factory=dict)  # MeasureResult.kernel_us (rows from 2026-12-07 on)
 
 
 def problems(levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
@@ -295,14 +296,22 @@ def _row(level: int, problem: Path, result, compiled) -> MeasureRow:
     return MeasureRow(problem.stem, level, result.status, correct=bool(result.correct), ours_us=_us(result.time),
                       eager_us=_us(result.eager), compiled_us=_us(result.compiled),
                       max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300],
-                      seconds=result.seconds, kernels_digest=compiled.kernels_digest)
+                      seconds=result.seconds, kernels_digest=compiled.kernels_digest, kernel_us=result.kernel_us)
+
+
+def _slowest_kernel(row: MeasureRow) -> str:
+    if not row.kernel_us:
+        return ""
+    kernel, us = max(row.kernel_us.items(), key=lambda item: item[1])
+    share = us / sum(row.kernel_us.values())
+    return f"; slowest of {len(row.kernel_us)} kernels alone: {kernel} {us:.1f} us ({share:.0%})"
 
 
 def progress(row: MeasureRow) -> str:
     """A measured row for the progress log: its times, and where it is not correct, why."""
     times = f"ours {row.ours_us:.1f} us, eager {row.eager_us:.1f}, torch.compile {row.compiled_us:.1f}"
     if row.status == "ok":
-        return f"ok, {times}"
+        return f"ok, {times}{_slowest_kernel(row)}"
     if row.status == "wrong_result":
         return f"wrong_result (max abs error {row.max_abs_err:.3g}), {times}"
     return f"{row.status}: {row.error.splitlines()[0] if row.error else 'no reason recorded'}"

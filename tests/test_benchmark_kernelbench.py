@@ -137,6 +137,9 @@ def test_measure_writes_a_row_per_problem_as_the_batch_goes_and_resumes_after_th
     assert kernelbench.progress(fault) == "illegal_address: CUDA error: an illegal memory access"
     wrong = MeasureRow("w", 0, "wrong_result", ours_us=2.0, max_abs_err=0.0097)
     assert kernelbench.progress(wrong).startswith("wrong_result (max abs error 0.0097), ours 2.0 us")
+    timed = MeasureRow("t", 0, "ok", correct=True, ours_us=10.0,
+                       kernel_us={"forward_kernel": 2.0, "forward_kernel_0": 6.0})
+    assert kernelbench.progress(timed).endswith("slowest of 2 kernels alone: forward_kernel_0 6.0 us (75%)")
     (out / "level0" / "starts.log").unlink()
     assert len(kernelbench.measure_all(items, out, False, 5, 60, 8)) == 2
     assert not (out / "level0" / "starts.log").exists(), "recorded rows are not measured again"

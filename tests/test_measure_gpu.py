@@ -83,6 +83,9 @@ def test_after_all_that_a_good_iteration_is_checked_timed_and_profiled(job):
     assert result.time.p20_us <= result.time.median_us <= result.time.p80_us and result.time.runs >= 20
     (kernel,) = result.kernels
     assert kernel.kernel == "forward_kernel" and kernel.duration_us > 0 and 0 < kernel.memory_throughput_pct <= 100
+    # the kernel timed alone: the whole run's one launch
+    assert list(result.kernel_us) == ["forward_kernel"]
+    assert 0.5 < result.kernel_us["forward_kernel"] / result.time.median_us < 2
     assert (kernel.grid_size, kernel.block_size) == (64 * 256, 256)
     benchmark = (job / "v0" / "benchmark.md").read_text()
     assert "atol=0.0001, rtol=0.0001" in benchmark and "torch.compile" in benchmark

@@ -444,6 +444,9 @@ class MeasureResult(JsonRecord):
     compiled: Timing | None = None  # torch.compile of the same model
     kernels: list[KernelMetrics] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time of the GPU child's steps
+    # per kernel, the median time of all its launches run alone (L2 flushed first): where the time goes,
+    # without a profiler
+    kernel_us: dict[str, float] = field(default_factory=dict)
 
 
 def warp_can_merge(schedule: OpSchedule) -> bool:

@@ -89,7 +89,8 @@ def _preflight(job_dir: str, version: int) -> tuple[LaunchConfig | None, Measure
 def _result(job_dir: str, version: int, config: LaunchConfig, outcome: RunOutcome) -> MeasureResult:
     """The measurement of the GPU child's outcome, its benchmark.md written."""
     result = MeasureResult(version=version, status=outcome.status, error=outcome.error, device=outcome.device,
-                           atol=config.atol, rtol=config.rtol, time=outcome.time, seconds=outcome.seconds)
+                           atol=config.atol, rtol=config.rtol, time=outcome.time, seconds=outcome.seconds,
+                           kernel_us=outcome.kernel_us)
     if outcome.outputs:
         result.draws = outcome.draws
         result.correct = all(o.passed for o in outcome.outputs)

@@ -34,6 +34,7 @@ from workers.records import STATIC_SHARED_BYTES, LaunchConfig, Timing
 COMMAND = [sys.executable, "-m", "workers.measure.gpu_run"]
 REFERENCE_FILE = "reference_timing.json"  # eager and torch.compile times, measured once per job and GPU
 CORRECTNESS_DRAWS = 3  # input draws every output is checked on (KernelBench checks 5)
+KERNEL_RUNS = 5  # timed runs of each kernel alone (Runner.time_kernels): a breakdown, not the run's time
 
 
 @dataclass
@@ -64,6 +65,7 @@ class RunOutcome(JsonRecord):
     reference: Reference | None = None
     # wall seconds of each step (load, check, time, peers): what a measurement's minute is spent on
     seconds: dict[str, float] = field(default_factory=dict)
+    kernel_us: dict[str, float] = field(default_factory=dict)  # MeasureResult.kernel_us
 
 
 def _classify(exc: BaseException) -> str:
@@ -179,6 +181,7 @@ class Runner:
             self.ptx = f.read()
         self.buffers = self._allocate()
         self.launches = self.launches_from(cuda.module_from_buffer(self.ptx), first_index_only)
+        self.launch_kernels = [self.config.launches[i].kernel for i, _ in launch_order(self.config, first_index_only)]
 
     def launches_from(self, module, first_index_only: bool = False) -> list:
         """config.json's launches in the order the host runs them (launch_order: a host loop's once per index;
@@ -249,6 +252,17 @@ class Runner:
         """Queue the launches (the runner's own by default)."""
         for fn, block, grid, shared, parameters in launches or self.launches:
             fn._launch_kernel(grid, block, parameters, shared, None)  # what Function.__call__ ends in
+
+    def time_kernels(self) -> dict[str, float]:
+        """Per kernel, the median time of all its launches (a host loop's at every index) queued alone, in
+        KERNEL_RUNS timed runs: the run's time by kernel, their sum near the whole run's."""
+        from workers.measure.timing import time_gpu
+
+        by_kernel: dict[str, list] = {}
+        for launch, kernel in zip(self.launches, self.launch_kernels, strict=True):
+            by_kernel.setdefault(kernel, []).append(launch)
+        return {kernel: time_gpu(lambda launches=launches: self.run(launches), KERNEL_RUNS, 1).median_us
+                for kernel, launches in by_kernel.items()}
 
     def check(self, draws: int = CORRECTNESS_DRAWS) -> list[OutputError]:
         """Every output against the model in float64, on `draws` input draws (the seed's inputs, then
@@ -357,6 +371,7 @@ def measure(job_dir: str, version: int, once: bool = False, check_only: bool = F
             outcome.status = "ok" if all(o.passed for o in outcome.outputs) else "wrong_result"
             if not check_only:
                 outcome.time = time_gpu(runner.run)
+                outcome.kernel_us = runner.time_kernels()
                 lap("time")
                 outcome.reference = runner.reference(job_dir)
                 lap("peers")
