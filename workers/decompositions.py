@@ -2,6 +2,7 @@
 torch-mlir's lowering of the op does not suit the compile stage: each docstring says why."""
 from __future__ import annotations
 
+import contextvars
 import itertools
 import math
 
@@ -378,7 +379,11 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
         xs = padded
         for i, (_, (first, last), count) in enumerate(per_dim):
             xs = xs.narrow(2 + i, left[i] + first, count + last - first)
-        y = torch.ops.aten.convolution(xs, ws, None, [1] * dims, [0] * dims, spacing, False, [0] * dims, groups)
+        token = _TRACING_PHASES.set(any(s > 1 for s in stride))
+        try:
+            y = torch.ops.aten.convolution(xs, ws, None, [1] * dims, [0] * dims, spacing, False, [0] * dims, groups)
+        finally:
+            _TRACING_PHASES.reset(token)
         pieces.append(torch.nn.functional.pad(
             y, [v for i in reversed(range(dims)) for v in (0, most[i] - y.shape[2 + i])]))
     # [offsets..., batch, channels, most...] -> [batch, channels, most_0, s_0, most_1, s_1, ...]
@@ -395,6 +400,13 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
 # (schedule.templates.IMG2COL_CHANNELS_PER_BLOCK; fewer measured faster direct): only such convs are made 2-D
 # (the frontend does not import the compile stage, whose MLIR bindings are not torch-mlir's; a test keeps the two equal)
 IMG2COL_OUTPUT_CHANNELS = 64
+
+
+# set while conv_transpose_decomposition traces the convs of a strided transposed conv's phases, which
+# convolution_decomposition decomposes in turn: a 3-D phase is not stacked (a copy of the input per phase for
+# convs of 1-2 taps a dim, and the phases' transposed outputs, written into one tensor.empty, were copied on
+# the host)
+_TRACING_PHASES = contextvars.ContextVar("tracing_phases", default=False)
 
 
 def conv_as_2d_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding, dilation,
@@ -438,12 +450,13 @@ def _takes_img2col_as_2d(out_channels: int, dilation, groups: int) -> bool:
 def convolution_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding, dilation,
                               transposed: bool, output_padding, groups: int):
     """Transposed convs of stride > 1 as conv_transpose_decomposition's phases, whose convs are decomposed in
-    turn; 1-D and 3-D convs that _takes_img2col_as_2d as conv_as_2d_decomposition's 2-D conv, transposed ones of
-    stride 1 through a phase first. Other convs are left to torch-mlir."""
+    turn (the 1-D ones); 1-D and 3-D convs that _takes_img2col_as_2d as conv_as_2d_decomposition's 2-D conv,
+    transposed ones of stride 1 through a phase first. Other convs are left to torch-mlir."""
     if transposed and any(s > 1 for s in stride):
         return conv_transpose_decomposition(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
     out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
-    if len(stride) == 2 or not _takes_img2col_as_2d(out_channels, dilation, groups):
+    if len(stride) == 2 or not _takes_img2col_as_2d(out_channels, dilation, groups) \
+            or len(stride) == 3 and _TRACING_PHASES.get():
         return NotImplemented
     if transposed:
         return conv_transpose_decomposition(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
