@@ -397,8 +397,8 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
 
 
 # v0 takes a 2-D conv through img2col where its output channels fill img2col's blocks
-# (schedule.templates.IMG2COL_CHANNELS_PER_BLOCK; fewer measured faster direct): only such convs are made 2-D
-# (the frontend does not import the compile stage, whose MLIR bindings are not torch-mlir's; a test keeps the two equal)
+# (schedule.templates.IMG2COL_CHANNELS_PER_BLOCK; fewer measured faster direct): only such convs are made 2-D.
+# The frontend does not import the compile stage (its MLIR bindings are not torch-mlir's): a test keeps both equal
 IMG2COL_OUTPUT_CHANNELS = 64
 
 
@@ -449,9 +449,10 @@ def _takes_img2col_as_2d(out_channels: int, dilation, groups: int) -> bool:
 
 def convolution_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding, dilation,
                               transposed: bool, output_padding, groups: int):
-    """Transposed convs of stride > 1 as conv_transpose_decomposition's phases, whose convs are decomposed in
-    turn (the 1-D ones); 1-D and 3-D convs that _takes_img2col_as_2d as conv_as_2d_decomposition's 2-D conv,
-    transposed ones of stride 1 through a phase first. Other convs are left to torch-mlir."""
+    """Transposed convs of stride > 1 as conv_transpose_decomposition's phases, whose convs come back here (a 1-D
+    phase is made 2-D, a 3-D one stays: _TRACING_PHASES); 1-D and 3-D convs that _takes_img2col_as_2d as
+    conv_as_2d_decomposition's 2-D conv, transposed ones of stride 1 through their one phase first. Other convs
+    are left to torch-mlir."""
     if transposed and any(s > 1 for s in stride):
         return conv_transpose_decomposition(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
     out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
