@@ -305,6 +305,10 @@ def test_3d_and_1d_convs_are_2d_convs_through_img2col_and_compute_what_torch_doe
     text = (job / "model_linalg.mlir").read_text()
     assert len(re.findall(r"linalg\.conv_2d_nchw_fchw", text)) == 3 and not re.search(r"linalg\.conv_1d", text)
     assert len(re.findall(r"linalg\.conv_3d", text)) == 8
+    # the outputs transposed back: the two 3-D convs made 2-D (rank 5); one interleave (rank 8), the strided conv's
+    # phases' (the stride-1 transposed conv's one phase is not interleaved); the other transposes are weights'
+    ranks = [shape.count("x") for shape in re.findall(r"linalg\.transpose ins\(%\w+ : tensor<((?:\d+x)+)f32>", text)]
+    assert sorted(r for r in ranks if r > 4) == [5, 5, 8]
     params = initial_params(str(job))
     facts = _facts(job)
     assert all(s.img2col for s in params.ops if facts[s.op_index].info.name == "linalg.conv_2d_nchw_fchw")

@@ -386,11 +386,13 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
             _TRACING_PHASES.reset(token)
         pieces.append(torch.nn.functional.pad(
             y, [v for i in reversed(range(dims)) for v in (0, most[i] - y.shape[2 + i])]))
-    # [offsets..., batch, channels, most...] -> [batch, channels, most_0, s_0, most_1, s_1, ...]
-    out = torch.stack(pieces).reshape(*stride, batch, out_channels, *most)
-    out = out.permute([dims, dims + 1, *[v for i in range(dims) for v in (dims + 2 + i, i)]])
-    out = out.reshape(batch, out_channels, *[m * s for m, s in zip(most, stride)])
-    out = out[(slice(None), slice(None), *[slice(0, length) for length in out_lengths])]
+    if len(pieces) == 1:  # stride 1: nothing to interleave (the interleave of one piece was a copy of it)
+        out = pieces[0]
+    else:  # [offsets..., batch, channels, most...] -> [batch, channels, most_0, s_0, most_1, s_1, ...]
+        out = torch.stack(pieces).reshape(*stride, batch, out_channels, *most)
+        out = out.permute([dims, dims + 1, *[v for i in range(dims) for v in (dims + 2 + i, i)]])
+        out = out.reshape(batch, out_channels, *[m * s for m, s in zip(most, stride)])
+        out = out[(slice(None), slice(None), *[slice(0, length) for length in out_lengths])]
     # the bias once, after the interleave (fused into it): each phase's conv starts from zeros of its own,
     # where a bias broadcast shared by the phases' convs as their init would be copied for each on the host
     return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
