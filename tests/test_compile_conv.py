@@ -324,6 +324,23 @@ def test_3d_and_1d_convs_are_2d_convs_through_img2col_and_compute_what_torch_doe
     assert result.ok, f"{result.stage}: {result.error}"
 
 
+def test_output_channels_no_multiple_of_64_take_img2col_blocks_of_their_largest_divisor(tmp_path):
+    """An EfficientNet's 1x1 expansion to 672 channels (no multiple of img2col's 64-channel blocks) took the direct
+    template, whose blocks of 8 channels each read the whole input again; through img2col its blocks are 56
+    channels (672 = 12 x 56) of 8 x 8 per thread. 32 channels (small_cnn's: measured faster direct) stay direct."""
+    job = _lowered_conv(tmp_path, "torch.nn.Conv2d(112, 672, 1)", (2, 112, 56, 56))
+    params = initial_params(str(job))
+    (conv,) = [s for s in params.ops if s.family in ("conv", "matmul")]
+    assert conv.img2col and conv.block_tile[1] == 56 and conv.thread_tile[1:3] == [8, 8], conv
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok, f"{result.stage}: {result.error}"
+    _check_ptx(job / "v0")
+    assert not re.search(r"\b(ld|st)\.local", (job / "v0" / "kernels.ptx").read_text())
+    (tmp_path / "narrow").mkdir()
+    narrow = _lowered_conv(tmp_path / "narrow", "torch.nn.Conv2d(16, 32, 3, padding=1)", (2, 16, 56, 56))
+    assert not any(s.img2col for s in initial_params(str(narrow)).ops)
+
+
 def test_the_frontend_makes_2d_the_convs_whose_output_channels_fill_img2cols_blocks():
     from workers.decompositions import IMG2COL_OUTPUT_CHANNELS
 

@@ -484,15 +484,17 @@ def _aligned_register_tiles(op: OpInfo) -> OpSchedule | None:
     transposed conv's 1026 x 1026 output are no multiple of 64): IMG2COL_CHANNELS_PER_THREAD channels x the
     longest run of pixels up to IMG2COL_PIXELS_PER_THREAD that the gather's alignment takes, blocks near
     IMG2COL_PIXELS_PER_BLOCK pixels and of up to IMG2COL_CHANNELS_PER_BLOCK channels (fewer where the pixels
-    take most of TARGET_THREADS), K steps near V0_REDUCTION_TILE; None where the output channels fill no
-    block of IMG2COL_CHANNELS_PER_BLOCK (small_cnn's 16 and 32: the direct conv measured faster than img2col
-    there) or the block is under a warp or over MAX_THREADS."""
+    take most of TARGET_THREADS), K steps near V0_REDUCTION_TILE; None where the output channels are fewer than
+    IMG2COL_CHANNELS_PER_BLOCK (small_cnn's 16 and 32: the direct conv measured faster than img2col there) or no
+    multiple of IMG2COL_CHANNELS_PER_THREAD, or the block is under a warp or over MAX_THREADS. Channels that
+    are no multiple of a block's (an EfficientNet's 672) take blocks of their largest divisor under it (56):
+    the direct template, which took them, reads a 1x1 conv's input once per 8 channels."""
     alignments = {d: extents for d, extents in enumerate(op.tile_alignments) if extents}
     ranges = op.loop_ranges
     (pixels,) = [d for d in alignments if op.iterator_types[d] == "parallel"]
     (k,) = [d for d, it in enumerate(op.iterator_types) if it == "reduction"]
     channel = next(d for d in range(1, len(ranges)) if op.iterator_types[d] == "parallel" and d not in alignments)
-    if ranges[channel] % IMG2COL_CHANNELS_PER_BLOCK:
+    if ranges[channel] < IMG2COL_CHANNELS_PER_BLOCK or ranges[channel] % IMG2COL_CHANNELS_PER_THREAD:
         return None
     block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(ranges, op.iterator_types)]
     thread = [0] * len(ranges)
