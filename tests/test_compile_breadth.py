@@ -1401,10 +1401,10 @@ def test_1d_and_3d_convs_of_64_channels_are_2d_convs(dims, kernel, stride, paddi
 
 @pytest.mark.parametrize("dims, out_channels, dilation, groups, transposed", [
     (2, 64, 1, 1, False), (2, 64, 1, 1, True), (3, 16, 1, 1, False), (3, 64, 2, 1, False), (3, 64, 1, 2, False),
-    (1, 32, 1, 1, True)])
+    (1, 32, 1, 1, True), (3, 100, 1, 1, False)])
 def test_other_convs_are_left_to_torch_mlir(dims, out_channels, dilation, groups, transposed):
     """2-D convs and 2-D transposed convs of stride 1; 1-D and 3-D ones that would stay direct as 2-D convs (too
-    few output channels, dilated along the 2-D conv's dims, grouped)."""
+    few output channels or no multiple of 8, dilated along the 2-D conv's dims, grouped)."""
     x = torch.randn(1, 4, *[6] * dims)
     weight = torch.randn(*((4, out_channels // groups) if transposed else (out_channels, 4 // groups)), *[3] * dims)
     assert convolution_decomposition(x, weight, None, [1] * dims, [0] * dims, [dilation] * dims, transposed,

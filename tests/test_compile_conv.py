@@ -17,8 +17,9 @@ import torch
 from workers.compile import compile_iteration, initial_params
 from workers.compile.analysis import analyze
 from workers.compile.schedule import ScheduleError, emit_transform
-from workers.compile.schedule.templates import (IMG2COL_CHANNELS_PER_BLOCK, default_op_schedule,
-                                                img2col_filling_the_grid, img2col_op, img2col_schedule)
+from workers.compile.schedule.templates import (IMG2COL_CHANNELS_PER_BLOCK, IMG2COL_CHANNELS_PER_THREAD,
+                                                default_op_schedule, img2col_filling_the_grid, img2col_op,
+                                                img2col_schedule)
 from workers.compile.schedule.tiles import block_dims, grid_blocks
 from workers.frontend import lower_model
 from workers.records import OpInfo, ScheduleParams
@@ -342,9 +343,10 @@ def test_output_channels_no_multiple_of_64_take_img2col_blocks_of_their_largest_
 
 
 def test_the_frontend_makes_2d_the_convs_whose_output_channels_fill_img2cols_blocks():
-    from workers.decompositions import IMG2COL_OUTPUT_CHANNELS
+    from workers import decompositions
 
-    assert IMG2COL_OUTPUT_CHANNELS == IMG2COL_CHANNELS_PER_BLOCK
+    assert decompositions.IMG2COL_OUTPUT_CHANNELS == IMG2COL_CHANNELS_PER_BLOCK
+    assert decompositions.IMG2COL_CHANNELS_PER_THREAD == IMG2COL_CHANNELS_PER_THREAD
 
 
 def test_convs_fused_into_the_copies_of_a_concatenation_take_register_tiles(tmp_path):

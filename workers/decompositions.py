@@ -398,10 +398,12 @@ def conv_transpose_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, st
     return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
 
 
-# v0 takes a 2-D conv through img2col where its output channels fill img2col's blocks
-# (schedule.templates.IMG2COL_CHANNELS_PER_BLOCK; fewer measured faster direct): only such convs are made 2-D.
-# The frontend does not import the compile stage (its MLIR bindings are not torch-mlir's): a test keeps both equal
+# v0 takes a 2-D conv through img2col where its output channels fill at least one of img2col's blocks
+# (schedule.templates.IMG2COL_CHANNELS_PER_BLOCK; fewer measured faster direct) in whole thread tiles
+# (IMG2COL_CHANNELS_PER_THREAD): only such convs are made 2-D. The frontend does not import the compile stage
+# (its MLIR bindings are not torch-mlir's): a test keeps these equal to the templates'
 IMG2COL_OUTPUT_CHANNELS = 64
+IMG2COL_CHANNELS_PER_THREAD = 8
 
 
 # set while conv_transpose_decomposition traces the convs of a strided transposed conv's phases, which
@@ -446,7 +448,7 @@ def _takes_img2col_as_2d(out_channels: int, dilation, groups: int) -> bool:
     output channels filling img2col's blocks. Else it would stay a direct conv, which gains nothing from the
     copies."""
     return list(dilation[-2:]) == [1] * len(dilation[-2:]) and groups == 1 \
-        and out_channels % IMG2COL_OUTPUT_CHANNELS == 0
+        and out_channels >= IMG2COL_OUTPUT_CHANNELS and out_channels % IMG2COL_CHANNELS_PER_THREAD == 0
 
 
 def convolution_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding, dilation,
