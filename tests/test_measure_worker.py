@@ -107,6 +107,29 @@ def test_a_host_loops_launches_run_once_per_index_in_order():
     assert launch_order(config) == [(i, {}) for i in range(6)]
 
 
+def test_each_kernel_is_timed_alone_with_all_its_launches(monkeypatch):
+    """Runner.time_kernels with a stand-in for the GPU's timer (this machine has no GPU): a loop's kernel is timed
+    with every launch of it, at every index, in order, apart from the other kernels."""
+    from workers.measure import gpu_run, timing
+
+    config = looped_config(HostLoop(first=1, end=3, start=6, step=-2, trip_count=3))
+    runner = gpu_run.Runner.__new__(gpu_run.Runner)
+    order = launch_order(config)
+    runner.launches = [(config.launches[i].kernel, indices) for i, indices in order]  # stand-ins for launches
+    runner.launch_kernels = [config.launches[i].kernel for i, _ in order]
+    queued = []
+    runner.run = queued.append
+
+    def stand_in_timer(fn, runs, warmup):  # the "time" of a run: how many launches it queued
+        fn()
+        return Timing(median_us=float(len(queued[-1])), p20_us=0, p80_us=0, runs=runs)
+
+    monkeypatch.setattr(timing, "time_gpu", stand_in_timer)
+    times = runner.time_kernels()
+    assert times == {"k0": 1.0, "k1": 3.0, "k2": 3.0, "k3": 1.0, "k4": 1.0, "k5": 1.0}
+    assert queued[1] == [("k1", {0: 6}), ("k1", {0: 4}), ("k1", {0: 2})]
+
+
 def test_a_recurrent_layers_thousands_of_launches_are_profiled_once_each():
     """A 512-step loop of 5 kernels launches 2560 times per forward; ncu's run (gpu_run --once) launches
     each of them once."""
