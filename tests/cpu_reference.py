@@ -8,6 +8,7 @@ resolved garbled symbol names.
 from __future__ import annotations
 
 import ctypes
+import json
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,20 @@ BUFFERIZE = ("builtin.module(func.func(linalg-generalize-named-ops),one-shot-buf
 LOWER = ("builtin.module(func.func(convert-linalg-to-loops),convert-vector-to-scf,expand-strided-metadata,lower-affine,"
          "convert-scf-to-cf,convert-vector-to-llvm,finalize-memref-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
          "convert-arith-to-llvm,convert-ub-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts)")
+
+
+def lowering_and_model_outputs(job: Path, model_file: Path) -> tuple[list[np.ndarray], list[torch.Tensor]]:
+    """The job's model_linalg.mlir run on the CPU on the model's inputs and weights (its seed's), and the
+    model's own outputs on them, flattened."""
+    from workers.model_loader import load_model
+
+    info = json.loads((job / "model_info.json").read_text())
+    model, inputs = load_model(str(model_file), info["seed"])
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    got = run_linalg((job / "model_linalg.mlir").read_text(), [*inputs, *(state[n] for n in info["weight_names"])],
+                     info["output_shapes"])
+    with torch.no_grad():
+        return got, torch.utils._pytree.tree_leaves(model(*inputs))
 
 
 def run_linalg(text: str, args: list[torch.Tensor], output_shapes: list[list[int]]) -> list[np.ndarray]:

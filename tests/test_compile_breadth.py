@@ -1416,19 +1416,13 @@ def test_strided_transposed_convs_lower_without_zeros_inserted_and_compute_what_
     kernel over them; as phases, each conv's taps reach inputs only. The lowering run on the CPU gives
     torch's outputs, and every kernel runs on the GPU (the 1-D conv's untapped phases are fills, not host
     constants: farm-splat-constants-as-fills)."""
-    from tests.cpu_reference import run_linalg
-    from workers.model_loader import load_model
+    from tests.cpu_reference import lowering_and_model_outputs
 
     job, _, config = compiled(tmp_path, "strided_transposed_convs")
     text = (job / "model_linalg.mlir").read_text()
     assert not re.search(r"insert_slice .*\] \[[\d, ]*\] \[[\d, ]*[2-9]", text)  # no strided insert
     assert len(re.findall(r"linalg\.conv_2d_nchw_fchw", text)) == 4
-    model, inputs = load_model(str(BREADTH / "strided_transposed_convs.py"), 0)
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    info = json.loads((job / "model_info.json").read_text())
-    got = run_linalg(text, [*inputs, *(state[n] for n in info["weight_names"])], info["output_shapes"])
-    with torch.no_grad():
-        want = model(*inputs)
+    got, want = lowering_and_model_outputs(job, BREADTH / "strided_transposed_convs.py")
     for g, w in zip(got, want):
         assert g.shape == tuple(w.shape) and abs(g - w.numpy()).max() < 1e-4
 

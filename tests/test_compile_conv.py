@@ -298,11 +298,10 @@ def test_3d_and_1d_convs_are_2d_convs_through_img2col_and_compute_what_torch_doe
     transposed conv of stride 1 a 3-D conv first (decompositions.conv_as_2d_decomposition): v0 takes each through
     img2col (the direct 3-D conv ran at 0.07x of cuDNN). A strided transposed conv's 8 phases stay 3-D convs
     (stacked, the phases' outputs were copied on the host). The lowering run on the CPU gives torch's outputs."""
-    from tests.cpu_reference import run_linalg
-    from workers.model_loader import load_model
+    from tests.cpu_reference import lowering_and_model_outputs
 
     job = tmp_path / "convs_as_2d"
-    info = lower_model(str(BREADTH / "convs_as_2d.py"), str(job))
+    lower_model(str(BREADTH / "convs_as_2d.py"), str(job))
     text = (job / "model_linalg.mlir").read_text()
     assert len(re.findall(r"linalg\.conv_2d_nchw_fchw", text)) == 3 and not re.search(r"linalg\.conv_1d", text)
     assert len(re.findall(r"linalg\.conv_3d", text)) == 8
@@ -314,11 +313,7 @@ def test_3d_and_1d_convs_are_2d_convs_through_img2col_and_compute_what_torch_doe
     facts = _facts(job)
     assert all(s.img2col for s in params.ops if facts[s.op_index].info.name == "linalg.conv_2d_nchw_fchw")
     assert sum(s.img2col for s in params.ops) == 3
-    net, inputs = load_model(str(BREADTH / "convs_as_2d.py"), info.seed)
-    state = {**dict(net.named_parameters()), **dict(net.named_buffers())}
-    got = run_linalg(text, [*inputs, *(state[n] for n in info.weight_names)], info.output_shapes)
-    with torch.no_grad():
-        want = net(*inputs)
+    got, want = lowering_and_model_outputs(job, BREADTH / "convs_as_2d.py")
     for g, w in zip(got, want, strict=True):
         assert g.shape == tuple(w.shape) and abs(g - w.numpy()).max() < 1e-4
     result = compile_iteration(str(job), 0, params)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.cpu_reference import run_linalg
+from tests.cpu_reference import lowering_and_model_outputs
 from tests.test_compile_breadth import BREADTH, compiled
 from workers.compile import mlir
 from workers.compile.host import HostComputeError, LaunchSequence
@@ -18,7 +18,6 @@ from workers.compile.passes import full_rank_inserts, registry, views_into_kerne
 from workers.compile.pipeline import PassPipeline
 from workers.compile.replay import replay
 from workers.frontend import FrontendError, lower_model
-from workers.model_loader import load_model
 from workers.records import HostLoop, ModelInfo
 from workers.recurrent import RecurrentError, scanned_forward
 
@@ -58,11 +57,7 @@ def test_a_recurrent_model_lowers_to_a_time_loop_per_layer_and_direction_that_co
     info = lower_model(str(BREADTH / f"{name}.py"), str(tmp_path / name))
     text = (tmp_path / name / "model_linalg.mlir").read_text()
     assert text.count("scf.for") == loops and len(info.ops) < 50 * loops
-    model, inputs = load_model(str(BREADTH / f"{name}.py"), info.seed)
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    got = run_linalg(text, [*inputs, *(state[n] for n in info.weight_names)], info.output_shapes)
-    with torch.no_grad():
-        want = torch.utils._pytree.tree_leaves(model(*inputs))
+    got, want = lowering_and_model_outputs(tmp_path / name, BREADTH / f"{name}.py")
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w.numpy(), atol=1e-5)
@@ -183,13 +178,9 @@ def test_a_dropout_in_eval_mode_lowers_as_the_identity_and_one_forced_on_is_refu
     """The loader puts a model in eval mode, where export still traces aten.dropout (train=False) and
     aten.rrelu (training=False), and an attention passes dropout_p=0: level 2's #66 and #83 and level 1's #97
     were refused as random until the refusal read those arguments."""
-    info = lower_model(str(BREADTH / "dropout_eval.py"), str(tmp_path / "eval"))
-    model, inputs = load_model(str(BREADTH / "dropout_eval.py"), info.seed)
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    got = run_linalg((tmp_path / "eval" / "model_linalg.mlir").read_text(),
-                     [*inputs, *(state[n] for n in info.weight_names)], info.output_shapes)
-    with torch.no_grad():
-        np.testing.assert_allclose(got[0], model(*inputs).numpy(), atol=1e-6)
+    lower_model(str(BREADTH / "dropout_eval.py"), str(tmp_path / "eval"))
+    got, want = lowering_and_model_outputs(tmp_path / "eval", BREADTH / "dropout_eval.py")
+    np.testing.assert_allclose(got[0], want[0].numpy(), atol=1e-6)
     forced = tmp_path / "forced.py"
     forced.write_text((BREADTH / "dropout_eval.py").read_text().replace("always_drop: bool = False",
                                                                         "always_drop: bool = True"))

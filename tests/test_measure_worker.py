@@ -114,9 +114,8 @@ def test_each_kernel_is_timed_alone_with_all_its_launches(monkeypatch):
 
     config = looped_config(HostLoop(first=1, end=3, start=6, step=-2, trip_count=3))
     runner = gpu_run.Runner.__new__(gpu_run.Runner)
-    order = launch_order(config)
-    runner.launches = [(config.launches[i].kernel, indices) for i, indices in order]  # stand-ins for launches
-    runner.launch_kernels = [config.launches[i].kernel for i, _ in order]
+    runner.config = config
+    runner.launches = [(config.launches[i].kernel, indices) for i, indices in launch_order(config)]  # stand-ins
     queued = []
     runner.run = queued.append
 

@@ -181,7 +181,6 @@ class Runner:
             self.ptx = f.read()
         self.buffers = self._allocate()
         self.launches = self.launches_from(cuda.module_from_buffer(self.ptx), first_index_only)
-        self.launch_kernels = [self.config.launches[i].kernel for i, _ in launch_order(self.config, first_index_only)]
 
     def launches_from(self, module, first_index_only: bool = False) -> list:
         """config.json's launches in the order the host runs them (launch_order: a host loop's once per index;
@@ -259,8 +258,8 @@ class Runner:
         from workers.measure.timing import time_gpu
 
         by_kernel: dict[str, list] = {}
-        for launch, kernel in zip(self.launches, self.launch_kernels, strict=True):
-            by_kernel.setdefault(kernel, []).append(launch)
+        for launch, (i, _) in zip(self.launches, launch_order(self.config), strict=True):
+            by_kernel.setdefault(self.config.launches[i].kernel, []).append(launch)
         return {kernel: time_gpu(lambda launches=launches: self.run(launches), KERNEL_RUNS, 1).median_us
                 for kernel, launches in by_kernel.items()}
 
