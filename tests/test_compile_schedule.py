@@ -223,6 +223,24 @@ def test_a_linears_transposed_weight_is_transposed_as_its_tiles_are_staged(tmp_p
     assert result.ok and result.kernel_count == 2, result.error
 
 
+
+def test_a_square_linears_staged_transpose_writes_shared_memory_not_its_output(tmp_path):
+    """Square Linears over as many rows (DeepNarrowMLP's 1024 x 1024 layers): torch-mlir's CSE gives W.T and the
+    layer's output one tensor.empty. Each staged K step's tile of W.T was then a slice of the kernel's own
+    output, which bufferization copied into a private 32 x 64 scratch tile per thread (stack, local memory);
+    farm-separate-fill-inits gives the transpose an empty of its own, so its tile is shared memory."""
+    from workers.frontend import lower_model
+
+    job = tmp_path / "square_linears"
+    lower_model(str(Path(__file__).parent / "data" / "breadth" / "square_linears.py"), str(job))
+    params = initial_params(str(job))
+    assert [s.promote_shared for s in params.ops] == [True, True]
+    result = compile_iteration(str(job), 0, params)
+    assert result.ok and result.kernel_count == 2, result.error
+    assert "memref.alloca" not in (job / "v0" / "gpu.mlir").read_text()
+    counts = _ptx_counts(job / "v0")
+    assert counts["ld.local"] == counts["st.local"] == 0 and counts["ld.shared.v4.b32"] > 0, counts
+
 def test_a_staged_matmul_fused_into_its_epilogue_takes_whole_tiles_only(jobs):
     """A partial block tile pads the matmul's result, which its fused epilogue would then read through a
     copy: the compile stage says so instead of compiling it (alone in its kernel it may be partial)."""

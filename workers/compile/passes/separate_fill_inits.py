@@ -1,17 +1,21 @@
-"""farm-separate-fill-inits: fills that CSE merged with other inits are separated again.
+"""farm-separate-fill-inits: the inits of fills (and transposes) that CSE merged are separated again.
 
 A fill that initialises several ops, one of them a reduction of two results (an argmax's index and a row's
 integer sum, both from zeros), becomes one fill per op: the pair's kernel fuses no fill it shares, and the
 shared one was left on the host. (Fills shared among single-result reductions, topk's rounds, fuse into each.)
 
-A matmul's accumulator fill whose tensor.empty other ops write too gets a tensor.empty of its own.
+A matmul's accumulator fill, or a transpose, whose tensor.empty other ops write too gets a tensor.empty of
+its own.
 
 CSE merges equal tensor.empty ops: an f32 Linear's accumulator fill and the epilogue after it (bias, ReLU)
 then start from one empty tensor. Fused into the epilogue's kernel, the fill initialises a slice of the
 epilogue's own output, which the epilogue overwrites while it reads the matmul's result from it; one-shot
 bufferization resolves that by copying the output slice into a scratch tile per kernel. With an empty of
 its own, the fill's tile is block-local (a staged matmul's accumulator tile in shared memory,
-schedule/staged_matmul.py). No upstream pass undoes CSE for one op.
+schedule/staged_matmul.py). A Linear's weight transpose, staged into the matmul's kernel a K step at a time,
+is bitten the same way where the weight is square like the output (an MLP's 1024x1024 layers): its tile
+was a slice of the kernel's own output, copied per thread into a private 32x64 scratch tile (8 KB of stack a
+thread, 92 s of ptxas, a kernel that timed out). No upstream pass undoes CSE for one op.
 """
 from __future__ import annotations
 
@@ -28,17 +32,20 @@ def run(module: ir.Module) -> None:
         if op.operation.name == "linalg.fill":
             _fill_per_user(op.operation)
     for op in body_ops(main_func(module)):
-        if op.operation.name != "linalg.fill":
+        if not (_fills_a_matmul(op) or op.operation.name == "linalg.transpose"):
             continue
-        init = op.operation.operands[1]
-        if not any(use.owner.name in MATMULS for use in op.operation.results[0].uses):
-            continue
+        last = len(op.operation.operands) - 1
+        init = op.operation.operands[last]
         owner = init.owner
         if not isinstance(owner, ir.OpView) or owner.name != "tensor.empty" or owner.operands \
                 or len(list(init.uses)) < 2:
             continue
         with ir.InsertionPoint(op), op.location:
-            op.operation.operands[1] = _empty_like(init)
+            op.operation.operands[last] = _empty_like(init)
+
+
+def _fills_a_matmul(op) -> bool:
+    return op.operation.name == "linalg.fill" and any(use.owner.name in MATMULS for use in op.operation.results[0].uses)
 
 
 def _empty_like(value: ir.Value) -> ir.Value:
