@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,9 +67,11 @@ TF32_VARIANTS = [
 ]
 # v0 of an f32 matmul on FMAs (SIMT) whose grid fills the GPU: its operand tiles staged in shared memory
 # (promote_shared, schedule/staged_matmul.py) in 128x128 blocks of 8x8, K steps of 8 (templates.STAGED_SIMT_TILES,
-# from the 2026-12-06 08:05 run of schedule_sweep_h200.md); against it, the unstaged v0 before it, the same
-# tiles unstaged, and the other staged tiles
+# from the 2026-12-06 08:05 run of schedule_sweep_h200.md), a thread's 8 columns two 128-bit vectors 64 columns
+# apart (interleave_columns: a warp's reads of the B tile on distinct banks); against it, the run of 8 columns
+# per thread before, the unstaged v0 before that, the same tiles unstaged, and the other staged tiles
 SIMT_VARIANTS = [
+    Variant("a run of 8 columns per thread (v0 before 2026-12-07)", "matmul", {"interleave_columns": False}),
     Variant("unstaged, 64x64 blocks of 4x4, K32 (v0 before 2026-12-06)", "matmul",
             {"promote_shared": False, "block_tile": [64, 64], "thread_tile": [4, 4], "reduction_tile": 32}),
     Variant("unstaged", "matmul", {"promote_shared": False}),
@@ -79,7 +82,10 @@ SIMT_VARIANTS = [
             {"block_tile": [64, 64], "thread_tile": [4, 4], "reduction_tile": 32}),
 ]
 # the staged tiles filled by cp.async, 2 or 3 K steps in flight (nvgpu's software pipelining, as mma.sync's; the
-# thread's reads of its staged operands proven 128-bit aligned through the rotated buffers)
+# thread's reads of its staged operands proven 128-bit aligned through the rotated buffers). On the H100
+# (2026-12-07, a run of 8 columns per thread; its record cut short, the rows from its log): 4096^3 f32 0.97x and
+# 0.96x of v0 for 2 and 3 steps, 0.97x with K16: the copies' latency was not what held the kernel at 0.72x
+# of cuBLAS
 PIPELINED_SIMT_VARIANTS = [
     Variant("staged, 2 K steps in flight (cp.async)", "matmul", {"pipeline_depth": 2}),
     Variant("staged, 3 K steps in flight", "matmul", {"pipeline_depth": 3}),
@@ -89,6 +95,8 @@ PIPELINED_SIMT_VARIANTS = [
     Variant("the same, registers capped for 2 blocks per SM", "matmul",
             {"pipeline_depth": 2, "copies_ahead": True, "min_blocks_per_sm": 2}),
 ]
+# the run of columns first, then the pipelined ones: a short run measures those
+LARGE_SIMT_VARIANTS = SIMT_VARIANTS[:1] + PIPELINED_SIMT_VARIANTS + SIMT_VARIANTS[1:]
 # the zoo's small f16 matmuls keep mma.sync v0 (128x64 blocks of two 64x64 warps, K32, 3 stages): wgmma's
 # 128x128 blocks would not fill the GPU
 SMALL_MMA_VARIANTS = [
@@ -207,14 +215,14 @@ SWEEPS = {
     "linear_f16": Sweep(ZOO / "linear_f16.py", SMALL_MMA_VARIANTS),
     "linear_bias_f16": Sweep(ZOO / "linear_bias_f16.py", SMALL_MMA_VARIANTS[:1]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
-    "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", SIMT_VARIANTS + PIPELINED_SIMT_VARIANTS),
-    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", SIMT_VARIANTS + PIPELINED_SIMT_VARIANTS),
+    "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", LARGE_SIMT_VARIANTS),
+    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", LARGE_SIMT_VARIANTS),
     # the same variants on bmm's loops (batch, m, n, k): a block per batch, no threads along it; its v0 is the
     # staged 64x64 blocks (128x128 and 128x64 ones would not fill the GPU)
     "matmul_batched": Sweep(ZOO / "matmul_batched.py", [
         Variant(x.name, x.family, {k: [1 if k == "block_tile" else 0, *v] if isinstance(v, list) else v
                                    for k, v in x.fields.items()})
-        for x in SIMT_VARIANTS[:-1] + PIPELINED_SIMT_VARIANTS]),
+        for x in SIMT_VARIANTS[1:-1] + PIPELINED_SIMT_VARIANTS]),
     "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", MMA_VARIANTS),
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
     "vit_tokens_matmul": Sweep(MODELS / "vit_tokens_matmul.py", MASKED_VARIANTS),
@@ -265,16 +273,21 @@ def compile_sweep(name: str, out: str) -> list[str]:
     return lines
 
 
-def measure(out: Path, names: list[str], timeout_s: float) -> list[str]:
+def measure(out: Path, names: list[str], timeout_s: float, budget_s: float) -> list[str]:
+    """The table's rows, versions in order, none started past `budget_s` seconds (a row for what is left)."""
     from workers.measure import measure_iteration
 
     rows = ["| job | version | variant | status | ours us | vs v0 | eager us | vs eager |",
             "|---|---|---|---|---:|---:|---:|---:|"]
+    started = time.monotonic()
     for name in names:
         job, sweep = out / name, SWEEPS[name]
         labels = ["v0"] + [x.name for x in sweep.variants]
         base = None
         for v in compiled_versions(job):
+            if time.monotonic() - started > budget_s:
+                rows.append(f"| {name} | v{v}.. | unmeasured: the budget of {budget_s:.0f} s was spent | | | | | |")
+                break
             r = measure_iteration(str(job), v, profile=False, timeout_s=timeout_s)
             ours = r.time.median_us if r.time and r.correct else None
             base = ours if v == 0 else base
@@ -295,6 +308,8 @@ def main() -> int:
                                                   "those with a job folder in OUT)")
     parser.add_argument("--timeout", type=float, default=120, help="measure: seconds per version")
     parser.add_argument("--record", type=Path, help="measure: append the table to this markdown file")
+    parser.add_argument("--budget", type=float, default=float("inf"),
+                        help="measure: start no version after this many seconds (the table keeps what ran)")
     args = parser.parse_args()
     names = args.sweeps or list(SWEEPS)
     unknown = sorted(set(names) - set(SWEEPS))
@@ -312,7 +327,7 @@ def main() -> int:
     names = [n for n in names if (args.out / n).is_dir()]
     if not names:  # e.g. a sweep's own job folder given as OUT
         parser.error(f"{args.out} holds no sweep's job folder (OUT/<sweep>, as `compile OUT` writes them)")
-    rows = measure(args.out, names, args.timeout)
+    rows = measure(args.out, names, args.timeout, args.budget)
     if args.record:
         append_record(args.record, "schedule_sweep.py", args.out, rows)
     return 0

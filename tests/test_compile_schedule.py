@@ -224,6 +224,40 @@ def test_a_linears_transposed_weight_is_transposed_as_its_tiles_are_staged(tmp_p
 
 
 
+def _shared_vector_offsets(ptx: str) -> list[set[int]]:
+    """Per base register of the kernel's 128-bit shared loads: their offsets within a 512-byte row."""
+    offsets: dict[str, set[int]] = {}
+    for base, offset in re.findall(r"ld\.shared\.v4\.b32\s+\{[^}]*\}, \[(%rd\d+)(?:\+(\d+))?\]", ptx):
+        offsets.setdefault(base, set()).add(int(offset or 0) % 512)
+    return list(offsets.values())
+
+
+def test_a_staged_matmuls_thread_reads_its_columns_as_vectors_interleaved_across_the_block(tmp_path):
+    """interleave_columns on a staged 128 x 128 block of 8 x 8 (v0's): a thread's 8 columns are two 128-bit
+    vectors 64 columns (256 bytes) apart, so a warp's reads of a B tile row cover neighbouring vectors (a run
+    of 8 columns put lanes t and t + 4 on the same banks). The step's matmul is split in two column pieces,
+    fused back into one thread loop: the thread reads its A rows once, and its accumulators stay in registers."""
+    from workers.frontend import lower_model
+
+    job = tmp_path / "staged_linear"
+    lower_model(str(Path(__file__).parent / "data" / "breadth" / "staged_linear.py"), str(job))
+    params = initial_params(str(job))
+    (group,) = params.ops
+    assert group.promote_shared and group.interleave_columns and group.thread_tile == [8, 8]
+    runs = apply_edit(params, ScheduleEdit(group.op_index, "interleave_columns", False))
+    for version, schedule in ((0, params), (1, runs)):
+        result = compile_iteration(str(job), version, schedule)
+        assert result.ok, result.error
+    interleaved, run = ((job / f"v{v}" / "kernels.ptx").read_text() for v in (0, 1))
+    # B's reads (and the accumulator tile's, shared memory here: the GELU epilogue reads it, as a run of 8)
+    assert {0, 256} in _shared_vector_offsets(interleaved) and {0, 256} not in _shared_vector_offsets(run)
+    assert _shared_vector_offsets(interleaved).count({0, 16}) < _shared_vector_offsets(run).count({0, 16})
+    # as many reads of A's rows (once for both pieces) and B's, as many FMAs, no accumulator through local memory
+    for instruction in ("ld.shared.v4.b32", "fma.rn.f32", "ld.global"):
+        assert interleaved.count(instruction) == run.count(instruction), instruction
+    assert interleaved.count("ld.local") == 0
+
+
 def test_a_square_linears_staged_transpose_writes_shared_memory_not_its_output(tmp_path):
     """Square Linears over as many rows (DeepNarrowMLP's 1024 x 1024 layers): torch-mlir's CSE gives W.T and the
     layer's output one tensor.empty. Each staged K step's tile of W.T was then a slice of the kernel's own

@@ -23,7 +23,8 @@ from workers.compile.schedule.templates import PARTIAL_LOADS, img2col_op, split_
 from workers.compile.schedule.tiles import (ScheduleError, largest_divisor_at_most, block_dims, forall_mapping,
                                             linear_grid, threads_per_loop)
 from workers.compile.schedule.v0 import with_every_kernel
-from workers.compile.schedule.staged_matmul import (StagedMatmul, emit_registers_across_k_steps, emit_staged_img2col,
+from workers.compile.schedule.staged_matmul import (StagedMatmul, emit_interleaved_columns,
+                                                    emit_registers_across_k_steps, emit_staged_img2col,
                                                     emit_staged_matmul)
 from workers.compile.schedule.validation import (interleaved_columns, masked_tiles, masked_vector_sizes, mma_plan,
                                                  staged_plan, validate)
@@ -178,6 +179,8 @@ def _emit_main(root: tb.Handle, groups: list[Group], schedules: dict[int, OpSche
         grid = tb.match(bufferized, ["scf.forall"], attributes={kernel_marks.KERNEL: k}, name=f"kernel{k}")
         if k in staged_simt or k in warp_mmas and schedules[kernel.anchor].promote_shared:
             emit_staged_copies(k, grid)
+        if k in staged_simt and staged_simt[k].column_pieces > 1:
+            emit_interleaved_columns(k, grid, staged_simt[k])
         launch = gpu_transforms.MapForallToBlocks(grid, grid_dims=[kernel.linear_grid, 1, 1] if kernel.linear_grid
                                                   else None, generate_gpu_launch=True,
                                                   loc=ir.Location.name(f"launch{k}")).result

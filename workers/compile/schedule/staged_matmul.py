@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from numba_cuda_mlir._mlir.dialects import transform
 from numba_cuda_mlir._mlir.dialects.transform import structured
+from numba_cuda_mlir._mlir.dialects.transform import loop as loop_transforms
 from numba_cuda_mlir._mlir.dialects.transform import memref as memref_transforms
 from numba_cuda_mlir._mlir.dialects.transform import tensor as tensor_patterns
 from numba_cuda_mlir._mlir.dialects.transform import vector as vector_patterns
@@ -49,6 +50,7 @@ from workers.records import ELEMENT_BYTES, OpInfo, OpSchedule, img2col_op
 from workers.target import Target
 
 ir = tb.ir
+COLUMN_PIECE = "farm.column_piece"  # i64 on a thread loop of a staged matmul's column piece, until they are fused
 
 
 @dataclass
@@ -68,6 +70,8 @@ class StagedMatmul:
     stages: int = 1  # K steps in flight (pipeline_depth), copied by cp.async; 1: copied synchronously
     copies_ahead: bool = False  # one buffer more than stages, filled before the step's FMAs
     transposed: list[int] = field(default_factory=list)  # inputs whose tiles the threads transpose (Group.transposed)
+    interleaved: bool = False  # a thread's columns as 128-bit vectors interleaved across the block (interleave_columns)
+    fills: int = 0  # the block's fills (its accumulator's): their threads' tiles interleaved alike
 
     @property
     def buffers(self) -> int:
@@ -86,6 +90,21 @@ class StagedMatmul:
     def partial_result(self) -> bool:
         """Whether the block's output tile is padded (a partial output loop): it is copied back, masked."""
         return any(d != self.k_loop for d in self.partial)
+
+    @property
+    def column_loop(self) -> int:
+        """The matmul's innermost output loop (its columns: B's and the result's innermost dim)."""
+        return max(d for d in range(len(self.threads)) if d != self.k_loop)
+
+    @property
+    def column_pieces(self) -> int:
+        """128-bit vectors of a thread's columns, interleaved across the block (1: one run of columns; whole
+        tiles only)."""
+        n = self.column_loop
+        width = self.block[n] // self.threads[n] if self.threads[n] else 0
+        vector = 16 // self.operand_tiles[-1][1]
+        whole = width > vector and width % vector == 0 and not self.partial
+        return width // vector if self.interleaved and whole else 1
 
     @property
     def block_threads(self) -> int:
@@ -140,7 +159,8 @@ def plan_staged_matmul(s: OpSchedule, g: Group, facts: list[LinalgOpFacts], targ
     padded = [i for i, loops in enumerate(matmul.input_loops) if set(loops) & set(partial)]
     plan = StagedMatmul(op.index, epilogue, k_loop, s.reduction_tile, threads, tiles, block, partial, padded,
                         ELEMENT_BYTES.get(op.dtype, 4), stages=max(s.pipeline_depth, 1), copies_ahead=s.copies_ahead,
-                        transposed=[i for i, _ in g.transposed])
+                        transposed=[i for i, _ in g.transposed], interleaved=s.interleave_columns,
+                        fills=len(g.fills))
     if s.copies_ahead and plan.stages < 2:
         raise ValueError("copies_ahead fills a pipelined kernel's spare buffer: it needs pipeline_depth 2 or more")
     if plan.stages > 1 and partial:
@@ -260,7 +280,8 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
         block_fills = [tb.match(grid, ["linalg.fill"], name=f"{k}_fills")]
     output_threads = [n for n, it in zip(plan.threads, matmul.info.iterator_types) if it == "parallel"]
     for j, fill in enumerate(block_fills):
-        tb.vectorize(tb.tile_forall(fill, mapping, num_threads=output_threads, name=f"{k}_f{j}t")[0])
+        tb.vectorize(_emit_thread_tiles(f"{k}_f{j}", fill, output_threads, mapping, len(output_threads) - 1,
+                                        plan.block[plan.column_loop], plan.column_pieces, group=j))
     sizes = [plan.k_step if d == plan.k_loop else 0 for d in range(len(plan.threads))]
     step, k_loop = tb.tile_for(matmul_block, sizes, f"{k}_mk")
     if plan.stages > 1:  # marks that outlive bufferization, for the pipelining (tensor_core.py's steps)
@@ -278,7 +299,8 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
                                                                                            element_bytes)),
                                   name=f"{k}_tr{i}t")
         tb.vectorize(piece)
-    thread_op, _ = tb.tile_forall(padded, mapping, num_threads=plan.threads, name=f"{k}_t")
+    thread_op = _emit_thread_tiles(k, padded, plan.threads, mapping, plan.column_loop, plan.block[plan.column_loop],
+                                   plan.column_pieces, group=len(block_fills))
     if s.vectorize:
         tb.vectorize(thread_op)
     if plan.partial:
@@ -298,6 +320,39 @@ def emit_staged_matmul(kernel: int, k: str, g: Group, s: OpSchedule, plan: Stage
             epilogue, _ = tb.tile_for(epilogue, rows, f"{k}_er")
         if s.vectorize:
             tb.vectorize(epilogue)
+
+
+def _emit_thread_tiles(k: str, op: tb.Handle, threads: list[int], mapping: str, column: int, columns: int,
+                       pieces: int, group: int) -> tb.Handle:
+    """`op` (the K step's matmul, or a fill of the block's result tile) over the block's `threads`, each
+    its tile; returns the threads' ops. With `pieces` > 1, a thread's columns (along loop `column`, of
+    `columns`) are that many 128-bit vectors interleaved across the block: `op` split along the columns
+    into as many ops (structured.split), each tiled over all the threads, its thread loop marked
+    COLUMN_PIECE `group` for emit_interleaved_columns, which fuses them into one once bufferized (on
+    tensors each piece writes the result the one before returned: they are not siblings)."""
+    if pieces == 1:
+        return tb.tile_forall(op, mapping, num_threads=threads, name=f"{k}_t")[0]
+    split = structured.SplitOp(op, column, columns // pieces, loc=ir.Location.name(f"{k}_cols"))
+    split.operation.attributes["multiway"] = ir.UnitAttr.get()  # chunks of that size, not two parts
+    ops = []
+    for j, piece in enumerate(tb.split(split.split_list, pieces, name=f"{k}_col")):
+        tiled, loop = tb.tile_forall(piece, mapping, num_threads=threads, name=f"{k}_t{j}")
+        tb.mark(loop, COLUMN_PIECE, group, name=f"{k}_piece{j}")
+        ops.append(tiled)
+    return tb.merge(ops, name=f"{k}_tops")
+
+
+def emit_interleaved_columns(kernel: int, grid: tb.Handle, plan: StagedMatmul) -> None:
+    """After bufferization (`grid`: the kernel's block forall), before the thread mapping: the thread loops of
+    each op's column pieces (_emit_thread_tiles: the fills', then the K step matmul's) fused into one
+    (loop.fuse_sibling), each thread computing its vector of every piece."""
+    for group in range(plan.fills + 1):
+        loops = tb.match(grid, ["scf.forall"], attributes={COLUMN_PIECE: group}, name=f"pc{kernel}_{group}")
+        fused, *rest = tb.split(loops, plan.column_pieces, name=f"pc{kernel}_{group}_pieces")
+        for j, piece in enumerate(rest):
+            # into the later loop: the values the earlier one uses are defined before it (not the reverse)
+            fused = loop_transforms.LoopFuseSiblingOp(transform.AnyOpType.get(), fused, piece,
+                                                      loc=ir.Location.name(f"pc{kernel}_{group}_{j}")).fused_loop
 
 
 def _emit_padded_block(k: str, block: tb.Handle, plan: StagedMatmul, matmul: LinalgOpFacts,

@@ -174,7 +174,8 @@ def staged_simt_schedule(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
                          target: Target) -> OpSchedule | None:
     """`schedule` (the template of a SIMT matmul kernel, over its anchor's loops) with its operands staged in
     shared memory, in the first STAGED_SIMT_TILES entry that divides its two thread loops and K, fills the
-    GPU and that the staging plan takes; else, for a matmul alone in its kernel, the first that fills the
+    GPU and that the staging plan takes, a thread's columns interleaved across the block where they are
+    several 128-bit vectors (interleave_columns; whole tiles); else, for a matmul alone in its kernel, the first that fills the
     GPU with padded tiles within STAGED_PADDING_WORK; None where none does."""
     anchor = facts[g.anchor].info
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
@@ -192,7 +193,7 @@ def staged_simt_schedule(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
     for block, thread, k_step in whole + padded:
         staged = dataclasses.replace(schedule, block_tile=list(schedule.block_tile),
                                      thread_tile=list(schedule.thread_tile), reduction_tile=k_step,
-                                     vectorize=True, promote_shared=True)
+                                     vectorize=True, promote_shared=True, interleave_columns=True)
         for d, b, t in zip(dims, block, thread):
             staged.block_tile[d], staged.thread_tile[d] = b, t
         if grid_blocks(staged, anchor) < target.sms:

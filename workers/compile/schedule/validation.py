@@ -88,9 +88,13 @@ def validate(schedule: OpSchedule, g: Group, facts: list[LinalgOpFacts], target:
     if schedule.warp_merge and not (schedule.block_reduction or schedule.row_kernel):
         raise ScheduleError(f"op {op.index}: warp_merge merges the partials of a block reduction: it needs "
                             "block_reduction or row_kernel")
-    if schedule.interleave_columns and not (schedule.row_kernel or schedule.block_reduction):
+    # on a matmul's kernel it interleaves a staged SIMT matmul's thread columns (StagedMatmul.column_pieces) and
+    # changes nothing elsewhere, so that an edit unstaging the kernel stands alone
+    matmul = op.family == "matmul" or g.producer is not None and facts[g.producer].info.family == "matmul"
+    if schedule.interleave_columns and not (schedule.row_kernel or schedule.block_reduction or matmul):
         raise ScheduleError(f"op {op.index}: interleave_columns interleaves the columns that the threads of a row "
-                            "kernel or block reduction share: it needs row_kernel or block_reduction")
+                            "kernel, a block reduction or a staged SIMT matmul share: it needs row_kernel, "
+                            "block_reduction, or a matmul")
     members = [g.anchor] + ([g.producer] if g.producer is not None else [])
     if schedule.img2col:
         op = img2col_op(op)  # raises ScheduleError for a non-conv op
