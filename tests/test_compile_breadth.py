@@ -129,14 +129,15 @@ def test_a_matmul_whose_result_is_reshaped_keeps_its_accumulators_in_registers(t
     """The 3-D tensor x matrix is one staged matmul of 4096 rows whose result the 3-D output reshapes: a view of
     its buffer on the host, for which upstream hoist_redundant_vector_transfers kept each thread's 8 x 8
     accumulator tile in the K loop (read and stored every step); farm-hoist-kernel-accumulators carries it
-    across the loop in the kernel, written once after it."""
+    across the loop in the kernel, written once after it: both 8 x 4 column pieces of it (interleave_columns),
+    each tile's accesses disjoint from the other's (64 columns apart)."""
     job, params, _ = compiled(tmp_path, "rows_matmul_3d")
-    assert [(s.family, s.promote_shared) for s in params.ops] == [("matmul", True)]
+    assert [(s.family, s.promote_shared, s.interleave_columns) for s in params.ops] == [("matmul", True, True)]
     kernel = (job / "v0" / "gpu.mlir").read_text().split("gpu.func")[1]
     loop = kernel[kernel.index("scf.for"):kernel.index("scf.yield")]
-    assert "iter_args" in loop.splitlines()[0] and "vector<8x8xf32>" in loop.splitlines()[0]
+    assert "iter_args" in loop.splitlines()[0] and loop.splitlines()[0].count("vector<8x4xf32>") == 2
     assert not re.search(r"vector.transfer_(read|write) [^\n]*memref<4096x1024xf32>", loop)
-    assert compile_result(job).notes == [f"{hoist_accumulators.NAME}: forward_kernel: 1 tiles carried in registers "
+    assert compile_result(job).notes == [f"{hoist_accumulators.NAME}: forward_kernel: 2 tiles carried in registers "
                                          "across their loops"]
 
 
@@ -188,6 +189,47 @@ def test_a_kernel_loop_carries_a_tile_it_reads_and_writes_only_where_nothing_els
     assert "vector.transfer_read %arg0[%c0, %c4]" in text.split("scf.for")[0]  # the read, now before the loop
     assert re.search(r"\}\s*vector.transfer_write %\w+, %arg0\[%c0, %c4\]", first)  # the write, after it
     assert notes == [f"{hoist_accumulators.NAME}: loops: 1 tiles carried in registers across their loops"]
+
+
+COLUMN_PIECES_LOOP = """
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @pieces(%out: memref<64x64xf32> {llvm.noalias}) kernel {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c8 = arith.constant 8 : index
+      %pad = arith.constant 0.0 : f32
+      %t = gpu.thread_id x
+      %first = affine.apply affine_map<()[s0] -> (s0 * 4)>()[%t]
+      %second = affine.apply affine_map<()[s0] -> (s0 * 4 + APART)>()[%t]
+      scf.for %i = %c0 to %c8 step %c1 {
+        %a = vector.transfer_read %out[%c0, %first], %pad {in_bounds = [true, true]} : memref<64x64xf32>, vector<4x4xf32>
+        %b = arith.addf %a, %a : vector<4x4xf32>
+        vector.transfer_write %b, %out[%c0, %first] {in_bounds = [true, true]} : vector<4x4xf32>, memref<64x64xf32>
+        %x = vector.transfer_read %out[%c0, %second], %pad {in_bounds = [true, true]} : memref<64x64xf32>, vector<4x4xf32>
+        %y = arith.addf %x, %x : vector<4x4xf32>
+        vector.transfer_write %y, %out[%c0, %second] {in_bounds = [true, true]} : vector<4x4xf32>, memref<64x64xf32>
+      }
+      gpu.return
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("apart, carried", [(32, 2), (4, 2), (2, 0)])
+def test_a_kernel_loop_carries_each_of_a_threads_column_pieces_whose_tiles_are_apart(apart, carried):
+    """farm-hoist-kernel-accumulators on a thread's two accumulator pieces of 4 columns (interleave_columns):
+    their indices one thread-dependent map apart by a constant, 32 or 4 columns, the tiles are disjoint and
+    both are carried; 2 apart they overlap, and neither moves."""
+    with mlir.context():
+        module = mlir.parse(COLUMN_PIECES_LOOP.replace("APART", str(apart)), "column pieces")
+        notes = registry.run_step(hoist_accumulators.NAME, module)
+        assert module.operation.verify()
+        text = str(module)
+    assert notes == ([f"{hoist_accumulators.NAME}: pieces: {carried} tiles carried in registers across their loops"]
+                     if carried else [])
+    assert text[:text.index("scf.for")].count("vector.transfer_read") == carried  # each carried tile read before
 
 
 # a kernel whose block-wide loop leaves its accumulator to be written to shared memory, then read at READ

@@ -10,9 +10,13 @@ the host: each thread then stored its tile in every K step (KernelBench's 3-D te
 no other argument of any launch views (llvm.noalias), and the host's views are out of sight. A pair moves
 where the read and the write are ops of the loop's own body, the read first, on the same memref with the
 same indices, padding, vector type and attributes (all defined outside the loop), and no other op in the
-loop touches that argument. Runs after farm-unaliased-kernel-pointers, before the vector lowering.
+loop touches that argument but transfers of tiles disjoint from it (a thread's accumulator tile in column
+pieces, interleave_columns: indices of one affine map's results, apart by at least the vector's extent along
+one dim). Runs after farm-unaliased-kernel-pointers, before the vector lowering.
 """
 from __future__ import annotations
+
+import re
 
 from numba_cuda_mlir._mlir.dialects import scf
 
@@ -67,7 +71,7 @@ def _hoistable(kernel):
                 root = viewed_buffer(read.operands[0])
                 if not _unaliased_argument(root, kernel) or _inside(read.operands[0], loop):
                     continue
-                if not _touching(loop, root, {read, write}):
+                if all(_disjoint(op, read) for op in _touching(loop, root, {read, write})):
                     return loop, read, write
     return None
 
@@ -78,6 +82,46 @@ def _pair(read, write, body: list) -> bool:
             and read.results[0].type == write.operands[0].type
             and all(str(read.attributes[a]) == str(write.attributes[a]) for a in ("permutation_map", "in_bounds"))
             and not _masked(read) and not _masked(write) and body.index(read) < body.index(write))
+
+
+def _disjoint(op, transfer) -> bool:
+    """Whether `op` is an unmasked vector transfer of the memref of `transfer` (unmasked, minor identity) whose
+    tile cannot overlap that one's: along some dim their indices are apart by at least the vector's extent."""
+    if op.name not in ("vector.transfer_read", "vector.transfer_write") or _masked(op):
+        return False
+    firsts = [0 if t.name == "vector.transfer_read" else 1 for t in (op, transfer)]  # (vector,) memref, indices
+    memrefs = [t.operands[first] for t, first in zip((op, transfer), firsts)]
+    if memrefs[0] != memrefs[1]:
+        return False
+    rank = ir.MemRefType(memrefs[0].type).rank
+    indices = [list(t.operands)[first + 1:first + 1 + rank] for t, first in zip((op, transfer), firsts)]
+    shapes = [ir.VectorType((t.results[0] if t.name == "vector.transfer_read" else t.operands[0]).type).shape
+              for t in (op, transfer)]
+    if any(str(t.attributes["permutation_map"]) != str(ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(
+            rank, len(shape)))) for t, shape in zip((op, transfer), shapes)):
+        return False
+    for dim in range(rank):
+        vector_dim = dim - (rank - len(shapes[0]))
+        if vector_dim < 0 or len(shapes[0]) != len(shapes[1]):
+            continue
+        apart = _constant_difference(indices[0][dim], indices[1][dim])
+        if apart is not None and (apart >= shapes[1][vector_dim] or -apart >= shapes[0][vector_dim]):
+            return True
+    return False
+
+
+def _constant_difference(a: ir.Value, b: ir.Value) -> int | None:
+    """a - b where it is a constant: both results of affine.apply ops of the same operands whose maps differ by
+    a constant, or the same value; else None."""
+    if a == b:
+        return 0
+    ops = [v.owner for v in (a, b)]
+    if not all(isinstance(op, ir.OpView) and op.name == "affine.apply" for op in ops) \
+            or list(ops[0].operands) != list(ops[1].operands):
+        return None
+    maps = [ir.AffineMapAttr(op.attributes["map"]).value for op in ops]
+    difference = str(maps[0].results[0] - maps[1].results[0])
+    return int(difference) if re.fullmatch(r"-?\d+", difference) else None
 
 
 def _masked(transfer) -> bool:
