@@ -273,12 +273,18 @@ def compile_sweep(name: str, out: str) -> list[str]:
     return lines
 
 
-def measure(out: Path, names: list[str], timeout_s: float, budget_s: float) -> list[str]:
+# with --profile, the Nsight Compute metrics of each version's longest kernel beside its time: what limits it
+PROFILED = ("issue_slot_util_pct", "stall_long_scoreboard", "stall_barrier", "stall_mio_throttle",
+            "stall_short_scoreboard", "shared_bank_conflicts", "registers_per_thread")
+
+
+def measure(out: Path, names: list[str], timeout_s: float, budget_s: float, profile: bool = False) -> list[str]:
     """The table's rows, versions in order, none started past `budget_s` seconds (a row for what is left)."""
     from workers.measure import measure_iteration
 
-    rows = ["| job | version | variant | status | ours us | vs v0 | eager us | vs eager |",
-            "|---|---|---|---|---:|---:|---:|---:|"]
+    extra = [f" {name} |" for name in PROFILED] if profile else []
+    rows = ["| job | version | variant | status | ours us | vs v0 | eager us | vs eager |" + "".join(extra),
+            "|---|---|---|---|---:|---:|---:|---:|" + "---:|" * len(extra)]
     started = time.monotonic()
     for name in names:
         job, sweep = out / name, SWEEPS[name]
@@ -288,16 +294,26 @@ def measure(out: Path, names: list[str], timeout_s: float, budget_s: float) -> l
             if time.monotonic() - started > budget_s:
                 rows.append(f"| {name} | v{v}.. | unmeasured: the budget of {budget_s:.0f} s was spent | | | | | |")
                 break
-            r = measure_iteration(str(job), v, profile=False, timeout_s=timeout_s)
+            r = measure_iteration(str(job), v, profile=profile, timeout_s=timeout_s)
             ours = r.time.median_us if r.time and r.correct else None
             base = ours if v == 0 else base
             status = r.status if r.correct or r.status != "ok" else f"wrong ({r.max_abs_err:.2g})"
             eager = r.eager.median_us if r.eager else None
             rows.append(f"| {name} | v{v} | {labels[v]} | {status} | {ours or float('nan'):.1f} "
                         f"| {(base / ours) if ours and base else float('nan'):.2f}x | {eager or float('nan'):.1f} "
-                        f"| {(eager / ours) if ours and eager else float('nan'):.2f}x |")
+                        f"| {(eager / ours) if ours and eager else float('nan'):.2f}x |"
+                        + _profiled(r.kernels if profile else []))
             print(rows[-1], flush=True)
     return rows
+
+
+def _profiled(kernels: list) -> str:
+    """The PROFILED metrics of the longest of `kernels` as table cells (none where it was not profiled)."""
+    if not kernels:
+        return ""
+    longest = max(kernels, key=lambda k: k.duration_us)
+    values = [getattr(longest, name) for name in PROFILED]
+    return "".join(" - |" if v is None else f" {v} |" if isinstance(v, int) else f" {v:.3g} |" for v in values)
 
 
 def main() -> int:
@@ -308,6 +324,9 @@ def main() -> int:
                                                   "those with a job folder in OUT)")
     parser.add_argument("--timeout", type=float, default=120, help="measure: seconds per version")
     parser.add_argument("--record", type=Path, help="measure: append the table to this markdown file")
+    parser.add_argument("--profile", action="store_true",
+                        help="measure: Nsight Compute metrics of each version's longest kernel (stalls, bank "
+                             "conflicts) in the table")
     parser.add_argument("--budget", type=float, default=float("inf"),
                         help="measure: start no version after this many seconds (the table keeps what ran)")
     args = parser.parse_args()
@@ -327,7 +346,7 @@ def main() -> int:
     names = [n for n in names if (args.out / n).is_dir()]
     if not names:  # e.g. a sweep's own job folder given as OUT
         parser.error(f"{args.out} holds no sweep's job folder (OUT/<sweep>, as `compile OUT` writes them)")
-    rows = measure(args.out, names, args.timeout, args.budget)
+    rows = measure(args.out, names, args.timeout, args.budget, args.profile)
     if args.record:
         append_record(args.record, "schedule_sweep.py", args.out, rows)
     return 0

@@ -51,3 +51,22 @@ def test_measuring_a_folder_that_holds_no_sweeps_job_folder_says_so(tmp_path):
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "schedule_sweep.py"), "measure",
                            str(tmp_path / "matmul4096_f32")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "holds no sweep's job folder" in done.stderr, done.stderr
+
+
+def test_a_profiled_sweep_row_gives_its_longest_kernels_limits():
+    """`measure --profile` adds the Nsight Compute stalls and bank conflicts of a version's longest kernel to
+    its row (here KernelMetrics as the measure worker returns them, without a GPU)."""
+    sys.path.insert(0, str(REPO))
+    from benchmarks.schedule_sweep import PROFILED, _profiled
+    from workers.records import KernelMetrics
+
+    def kernel(name: str, us: float, conflicts: int) -> KernelMetrics:
+        return KernelMetrics(name, us, 50.0, 40.0, 30.0, 25.0, 25.0, 128, 0, 1024, 256, 2.0,
+                             issue_slot_util_pct=60.0, stall_barrier=1.5, shared_bank_conflicts=conflicts)
+
+    cells = _profiled([kernel("fill", 3.0, 0), kernel("matmul", 3000.0, 123456)]).strip(" |").split(" | ")
+    assert dict(zip(PROFILED, cells)) == {"issue_slot_util_pct": "60", "stall_long_scoreboard": "-",
+                                          "stall_barrier": "1.5", "stall_mio_throttle": "-",
+                                          "stall_short_scoreboard": "-", "shared_bank_conflicts": "123456",
+                                          "registers_per_thread": "128"}
+    assert _profiled([]) == ""
