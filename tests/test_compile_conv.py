@@ -397,6 +397,9 @@ def test_a_strided_conv_through_img2col_keeps_its_pixel_tiles(tmp_path):
     ("linalg.conv_2d_ngchw_gfchw", [8, 3, 64, 56, 56, 16, 3, 3], [1, 1], [1, 1, 8, 4, 0], [0, 0, 4, 1, 4]),
     # stride 2 along the row: channels only
     ("linalg.conv_2d_nchw_fchw", [8, 64, 56, 56, 32, 3, 3], [2, 2], [1, 8, 2, 28], [0, 4, 1, 1]),
+    # level1/76: a strided 1-D row of 174758 = 2 x 87379 outputs, no height loop: 2 threads along the row, the
+    # other 32 along all 128 channels (2 there made blocks of 4 threads, 89 million of them)
+    ("linalg.conv_1d_ncw_fcw", [64, 128, 174758, 64, 3], [3], [1, 0, 2], [0, 4, 1]),
 ])
 def test_a_direct_convs_thread_tile_is_output_channels_by_neighbouring_outputs(name, ranges, strides, block, thread):
     from workers.compile.schedule.templates import direct_conv_tiles
