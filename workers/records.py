@@ -143,7 +143,8 @@ class OpSchedule(JsonRecord):
     # a row kernel's (or block reduction's) threads read and write their columns interleaved: thread t's
     # j-th 128-bit vector at column (j threads + t) x the vector's width instead of in one run of its own,
     # so that a warp-wide access covers neighbouring columns (interleave_columns.interleave_thread_columns); only where
-    # each thread reads one run of whole vectors, more than one (schedule.interleaved_columns)
+    # each thread reads one run of whole vectors, more than one (schedule.interleaved_columns). On a staged SIMT
+    # matmul, a thread's columns as 128-bit vectors interleaved across the block (StagedMatmul.column_pieces)
     interleave_columns: bool = False
 
 

@@ -175,8 +175,8 @@ def staged_simt_schedule(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
     """`schedule` (the template of a SIMT matmul kernel, over its anchor's loops) with its operands staged in
     shared memory, in the first STAGED_SIMT_TILES entry that divides its two thread loops and K, fills the
     GPU and that the staging plan takes, a thread's columns interleaved across the block where they are
-    several 128-bit vectors (interleave_columns; whole tiles); else, for a matmul alone in its kernel, the first that fills the
-    GPU with padded tiles within STAGED_PADDING_WORK; None where none does."""
+    several 128-bit vectors (interleave_columns; whole tiles); else, for a matmul alone in its kernel, the
+    first that fills the GPU with padded tiles within STAGED_PADDING_WORK; None where none does."""
     anchor = facts[g.anchor].info
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
     reductions = reduction_extents(facts[reduction_member(g, facts)].info)
