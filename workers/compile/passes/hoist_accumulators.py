@@ -21,7 +21,7 @@ import re
 from numba_cuda_mlir._mlir.dialects import scf
 
 from workers.compile.host import viewed_buffer
-from workers.compile.mlir import ir, is_memref, kernel_ops, ops_named
+from workers.compile.mlir import ir, is_memref, kernel_ops, memref_position, ops_named
 
 NAME = "farm-hoist-kernel-accumulators"
 
@@ -89,7 +89,7 @@ def _disjoint(op, transfer) -> bool:
     tile cannot overlap that one's: along some dim their indices are apart by at least the vector's extent."""
     if op.name not in ("vector.transfer_read", "vector.transfer_write") or _masked(op):
         return False
-    firsts = [0 if t.name == "vector.transfer_read" else 1 for t in (op, transfer)]  # (vector,) memref, indices
+    firsts = [memref_position(t) for t in (op, transfer)]  # (vector,) memref, indices
     memrefs = [t.operands[first] for t, first in zip((op, transfer), firsts)]
     if memrefs[0] != memrefs[1]:
         return False
@@ -126,7 +126,7 @@ def _constant_difference(a: ir.Value, b: ir.Value) -> int | None:
 
 def _masked(transfer) -> bool:
     """Whether a transfer_read (memref, indices, padding) or transfer_write (vector, memref, indices) has a mask."""
-    memref = transfer.operands[0 if transfer.name == "vector.transfer_read" else 1]
+    memref = transfer.operands[memref_position(transfer)]
     return len(transfer.operands) > 2 + ir.MemRefType(memref.type).rank
 
 

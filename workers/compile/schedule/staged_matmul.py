@@ -43,8 +43,8 @@ from workers.compile import transform_builder as tb
 from workers.compile.analysis import LinalgOpFacts
 from workers.compile.schedule.grouping import Group
 from workers.compile.schedule.tiles import forall_mapping, linear_grid, threads_per_loop
-from workers.compile.staging import (LINEAR_THREADS, copy_pieces, copy_tile, emit_operand_copies, emit_operand_tiles,
-                                     emit_partial_tile_copy, transpose_tile, zero_paddings)
+from workers.compile.staging import (LINEAR_THREADS, LOAD_BYTES, copy_pieces, copy_tile, emit_operand_copies,
+                                     emit_operand_tiles, emit_partial_tile_copy, transpose_tile, zero_paddings)
 from workers.compile.tensor_core import COPY_ROWS, K_LOOP
 from workers.records import ELEMENT_BYTES, OpInfo, OpSchedule, img2col_op
 from workers.target import Target
@@ -102,7 +102,7 @@ class StagedMatmul:
         tiles only)."""
         n = self.column_loop
         width = self.block[n] // self.threads[n] if self.threads[n] else 0
-        vector = 16 // self.operand_tiles[-1][1]
+        vector = LOAD_BYTES // self.operand_tiles[-1][1]
         whole = width > vector and width % vector == 0 and not self.partial
         return width // vector if self.interleaved and whole else 1
 
