@@ -925,6 +925,24 @@ def test_scalar_kernels_over_rows_without_a_warp_multiple_divisor_take_aligned_b
     assert ".local" not in ptx and "malloc" not in ptx
 
 
+def test_loops_too_short_for_a_blocks_threads_are_packed_into_full_blocks_the_last_partial(tmp_path):
+    """A transpose with rows of 10 and 7 x 7 feature maps: x keeps the whole short row, then rows (or maps) of
+    the next loop fill the block, the count that keeps the most lanes busy, the last block partial; each loop
+    is covered once, with no per-thread scratch."""
+    job, params, config = compiled(tmp_path, "short_inner_dims")
+    kernels = dict(zip(compile_result(job).kernel_ops, config.launches))
+    (transpose,) = [s for s in params.ops if _op(job, s.op_index).name == "linalg.transpose"]
+    (swish,) = [s for s in params.ops if _op(job, s.op_index).loop_ranges == [2, 96, 7, 7]]
+    for s, block, partial_loop in ((transpose, [10, 16, 1], 3), (swish, [7, 7, 5], 1)):
+        op = _op(job, s.op_index)
+        launch = kernels[s.op_index]
+        assert launch.block == block, (s, launch)
+        assert op.loop_ranges[partial_loop] % s.block_tile[partial_loop]
+        assert math.prod(launch.grid) == math.prod(math.ceil(r / b) for r, b in zip(op.loop_ranges, s.block_tile) if b)
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert ".local" not in ptx and "malloc" not in ptx
+
+
 def test_partial_scalar_tiles_are_refused_where_a_thread_would_need_scratch(tmp_path):
     """The copy's conv fused as its producer: a partial last block would give a thread's tile of the conv's
     result a dynamic size, so the compile stage refuses it with the reason."""

@@ -255,6 +255,50 @@ def warp_aligned_blocks(schedule: OpSchedule, op: OpInfo) -> OpSchedule | None:
     return OpSchedule(op_index=op.index, family=schedule.family, block_tile=block, thread_tile=thread)
 
 
+def packed_short_rows(schedule: OpSchedule, op: OpInfo, partial: bool) -> OpSchedule | None:
+    """`schedule` (default_op_schedule's, one output per thread, nothing vectorized) whose x loop is short
+    enough to be whole in a block (up to ALIGNED_X_THREADS: warp_aligned_blocks takes the longer ones), with
+    its blocks packed: x, then y, then the loop outside them (z, as _third_thread_loop's) each take their
+    whole extent while TARGET_THREADS allow, and the first that does not fit takes the count of indices that
+    keeps most lanes busy, its last block partial where `partial` (else a divisor). The divisor template gave
+    a 5-D conv's output transpose with rows of 10 blocks of 10 x 2 x 2 threads (16.5M of them, 74% of
+    level1/59's time) and 7 x 7 feature maps blocks of 49 threads, one channel each. None where the template
+    keeps MIN_LANES_BUSY of its lanes busy, or packing would keep no more."""
+    inner = [d for d, t in enumerate(schedule.thread_tile) if t]
+    if schedule.vectorize or not inner or any(schedule.thread_tile[d] != 1 for d in inner):
+        return None
+    ranges = op.loop_ranges
+    x = inner[-1]
+    if ranges[x] > ALIGNED_X_THREADS or schedule.block_tile[x] not in (0, ranges[x]):
+        return None
+    parallel = [d for d, it in enumerate(op.iterator_types) if it == "parallel" and ranges[d] > 1]
+    outer = [d for d in parallel if d < min(inner[-2:])]
+    chain = [x] + inner[-2:-1] + outer[-1:]  # x, y, z
+    block, thread = [1 if d in parallel else 0 for d in range(len(ranges))], [0] * len(ranges)
+    budget = TARGET_THREADS
+    threads = []  # (indices per block, extent) of each thread loop
+    for i, d in enumerate(chain):
+        cap = min(budget, MAX_BLOCK_Z) if i == 2 else budget
+        if ranges[d] <= cap:
+            block[d], thread[d] = 0, 1
+            threads.append((ranges[d], ranges[d]))
+            budget //= ranges[d]
+            continue
+        others = math.prod(n for n, _ in threads)
+        counts = range(1, cap + 1) if partial else [n for n in range(1, cap + 1) if ranges[d] % n == 0]
+        best = max(counts, key=lambda n: (lanes_busy([others, n], n, ranges[d]), n))
+        block[d], thread[d] = best, 1
+        threads.append((best, ranges[d]))
+        break
+    def busy(per_loop: list[tuple[int, int]]) -> float:
+        lanes = math.prod(n for n, _ in per_loop)
+        return lanes_busy([lanes], lanes, lanes) * math.prod(e / (math.ceil(e / n) * n) for n, e in per_loop)
+    before = busy([(schedule.block_tile[d] or ranges[d], ranges[d]) for d in inner])
+    if before >= MIN_LANES_BUSY or busy(threads) <= before:
+        return None
+    return OpSchedule(op_index=op.index, family=schedule.family, block_tile=block, thread_tile=thread)
+
+
 # 128-bit vectors an elementwise thread loads (and stores): two loads in flight
 # per thread, the elementwise chain 1.07x over one (131.1 vs 139.9 us on the H200, the loop's v1 in
 # benchmarks/results/loop_h200.md 2026-12-04 06:07)

@@ -13,7 +13,7 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 wants_block_per_row, default_op_schedule, transpose_schedule,
                                                 V0_MATMUL_K_TILES, fill_the_grid, split_k_to_fill_the_grid,
                                                 img2col_schedule, img2col_filling_the_grid, maskable_matmul, partial_matmul_schedule,
-                                                warp_aligned_blocks, row_kernel_threads, row_kernel_step,
+                                                warp_aligned_blocks, packed_short_rows, row_kernel_threads, row_kernel_step,
                                                 row_block_tile, block_per_output, block_reduction_threads,
                                                 STAGED_SIMT_TILES, STAGED_PADDING_WORK, direct_conv_tiles)
 from workers.compile.schedule.staged_matmul import plan_staged_matmul
@@ -47,14 +47,19 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
             schedule.reduction_tile = largest_divisor_at_most(schedule.split_reduction, MERGE_LOADS)
             schedule.vectorize = True
         return schedule
-    aligned = warp_aligned_blocks(schedule, facts[g.anchor].info) if family != "matmul" else None
-    if aligned is not None and scalar_partial_tiles(aligned, g, facts):
-        return aligned
-    if family == "matmul":
-        mma = tensor_core_schedule(g, facts, precision, target)
-        if mma is not None:
-            return mma
-    matmul = facts[member].info if family == "matmul" and member is not None else None
+    if family != "matmul":
+        anchor = facts[g.anchor].info
+        aligned = warp_aligned_blocks(schedule, anchor)
+        if aligned is not None and scalar_partial_tiles(aligned, g, facts):
+            return aligned
+        packed = packed_short_rows(schedule, anchor, partial=True)
+        if packed is not None and not scalar_partial_tiles(packed, g, facts):
+            packed = packed_short_rows(schedule, anchor, partial=False)
+        return packed or schedule
+    mma = tensor_core_schedule(g, facts, precision, target)
+    if mma is not None:
+        return mma
+    matmul = facts[member].info if member is not None else None
     if matmul is not None and (staged := staged_simt_schedule(schedule, g, facts, target)) is not None:
         return staged
     if matmul is not None and maskable_matmul(matmul):
@@ -67,13 +72,13 @@ def default_group_schedule(g: Group, facts: list[LinalgOpFacts], precision: str,
             # the masked tiles: fused, the matmul's per-thread result would have a dynamic size, which
             # bufferization cannot place
             return dataclasses.replace(default_op_schedule(anchor, "elementwise"), fuse_producers=False)
-    if family == "matmul" and member is not None and any(schedule.thread_tile):
-        reductions = reduction_extents(facts[member].info)
+    if matmul is not None and any(schedule.thread_tile):
+        reductions = reduction_extents(matmul)
         k_step = next((t for t in V0_MATMUL_K_TILES if len(reductions) == 1 and reductions[0] % t == 0), 0)
         if k_step:
             schedule.reduction_tile, schedule.vectorize = k_step, True
         fill_the_grid(schedule, facts[g.anchor].info, target.sms)
-        split_k_to_fill_the_grid(schedule, facts[g.anchor].info, facts[member].info)
+        split_k_to_fill_the_grid(schedule, facts[g.anchor].info, matmul)
     return schedule
 
 
