@@ -524,6 +524,11 @@ def img2col_schedule(conv: OpInfo) -> OpSchedule:
 
 
 IMG2COL_CHANNELS_PER_BLOCK = 64
+# a conv of fewer output channels, down to IMG2COL_DEEP_MIN_CHANNELS, takes img2col where its reduction is at
+# least IMG2COL_DEEP_K long (a DenseNet layer's 32 channels over 9 x 192 inputs): the direct template re-reads
+# each input for every 4 channels, which small_cnn's short reductions (27, 144) could afford
+IMG2COL_DEEP_MIN_CHANNELS = 32
+IMG2COL_DEEP_K = 256
 
 
 def _aligned_register_tiles(op: OpInfo) -> OpSchedule | None:
@@ -532,29 +537,36 @@ def _aligned_register_tiles(op: OpInfo) -> OpSchedule | None:
     longest run of pixels up to IMG2COL_PIXELS_PER_THREAD that the gather's alignment takes, blocks near
     IMG2COL_PIXELS_PER_BLOCK pixels and of up to IMG2COL_CHANNELS_PER_BLOCK channels (fewer where the pixels
     take most of TARGET_THREADS), K steps near V0_REDUCTION_TILE; None where the output channels are fewer than
-    IMG2COL_CHANNELS_PER_BLOCK (small_cnn's 16 and 32: the direct conv measured faster than img2col there) or no
-    multiple of IMG2COL_CHANNELS_PER_THREAD, or the block is under a warp or over MAX_THREADS. Channels that
-    are no multiple of a block's (an EfficientNet's 672) take blocks of their largest divisor under it (56):
-    the direct template, which took them, reads a 1x1 conv's input once per 8 channels."""
+    IMG2COL_CHANNELS_PER_BLOCK (small_cnn's 16 and 32: the direct conv measured faster than img2col there; down
+    to IMG2COL_DEEP_MIN_CHANNELS over a reduction of IMG2COL_DEEP_K) or no multiple of
+    IMG2COL_CHANNELS_PER_THREAD, or the block is under a warp (with up to 4 times the pixels) or over MAX_THREADS.
+    Channels that are no multiple of a block's (an EfficientNet's 672) take blocks of their largest divisor
+    under it (56): the direct template, which took them, reads a 1x1 conv's input once per 8 channels."""
     alignments = {d: extents for d, extents in enumerate(op.tile_alignments) if extents}
     ranges = op.loop_ranges
     (pixels,) = [d for d in alignments if op.iterator_types[d] == "parallel"]
     (k,) = [d for d, it in enumerate(op.iterator_types) if it == "reduction"]
     channel = next(d for d in range(1, len(ranges)) if op.iterator_types[d] == "parallel" and d not in alignments)
-    if ranges[channel] < IMG2COL_CHANNELS_PER_BLOCK or ranges[channel] % IMG2COL_CHANNELS_PER_THREAD:
+    fewest = IMG2COL_DEEP_MIN_CHANNELS if ranges[k] >= IMG2COL_DEEP_K else IMG2COL_CHANNELS_PER_BLOCK
+    if ranges[channel] < fewest or ranges[channel] % IMG2COL_CHANNELS_PER_THREAD:
         return None
     block = [1 if it == "parallel" and r > 1 else 0 for r, it in zip(ranges, op.iterator_types)]
     thread = [0] * len(ranges)
     thread[pixels] = max(t for t in range(1, IMG2COL_PIXELS_PER_THREAD + 1)
                          if ranges[pixels] % t == 0 and img2col_aligned(t, alignments[pixels]))
-    block[pixels] = _nearest_aligned(ranges[pixels], IMG2COL_PIXELS_PER_BLOCK, alignments[pixels],
-                                     multiple_of=thread[pixels])
-    pixel_threads = block[pixels] // thread[pixels]  # a row of 254 pixels, 2 each: 127
     thread[channel] = IMG2COL_CHANNELS_PER_THREAD
-    block[channel] = IMG2COL_CHANNELS_PER_THREAD * largest_divisor_at_most(
-        ranges[channel] // IMG2COL_CHANNELS_PER_THREAD,
-        min(IMG2COL_CHANNELS_PER_BLOCK // IMG2COL_CHANNELS_PER_THREAD, max(TARGET_THREADS // pixel_threads, 1)))
-    if not WARP_SIZE <= pixel_threads * block[channel] // IMG2COL_CHANNELS_PER_THREAD <= MAX_THREADS:
+    # channels of few divisors (208 = 8 x 2 x 13: 16 a block) take longer pixel blocks, up to a warp's threads
+    for pixels_per_block in (IMG2COL_PIXELS_PER_BLOCK, 2 * IMG2COL_PIXELS_PER_BLOCK, 4 * IMG2COL_PIXELS_PER_BLOCK):
+        block[pixels] = _nearest_aligned(ranges[pixels], pixels_per_block, alignments[pixels],
+                                         multiple_of=thread[pixels])
+        pixel_threads = block[pixels] // thread[pixels]  # a row of 254 pixels, 2 each: 127
+        block[channel] = IMG2COL_CHANNELS_PER_THREAD * largest_divisor_at_most(
+            ranges[channel] // IMG2COL_CHANNELS_PER_THREAD,
+            min(IMG2COL_CHANNELS_PER_BLOCK // IMG2COL_CHANNELS_PER_THREAD, max(TARGET_THREADS // pixel_threads, 1)))
+        threads = pixel_threads * block[channel] // IMG2COL_CHANNELS_PER_THREAD
+        if threads >= WARP_SIZE or block[pixels] >= ranges[pixels]:
+            break
+    if not WARP_SIZE <= threads <= MAX_THREADS:
         return None
     block = [0 if b >= r else b for b, r in zip(block, ranges)]
     return OpSchedule(op_index=op.index, family="matmul", block_tile=block, thread_tile=thread, img2col=True,
