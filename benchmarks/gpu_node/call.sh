@@ -3,11 +3,12 @@
 # KernelBench measure of packed problems for the time left. Carry .gpu-bundle, .whl (after the first call,
 # with the pycuda-site.tgz it returns under $OUT), .kb-carry (every archive there is unpacked) and, for the
 # sweep, its folder (`schedule_sweep.py compile sweep-out NAMES`).
-#   STEPS="tests sweep measure" TESTS_K="staged_linear or square_linears" TREE=s29 \
-#     PROBLEMS_FILE=.kb-carry/problems.txt TOTAL=560 bash benchmarks/gpu_node/call.sh
+#   STEPS="tests sweep measure" TESTS_K="staged_linear or square_linears" \
+#     MEASURE="s30base=.kb-carry/ab.txt s29=.kb-carry/problems.txt" TOTAL=560 bash benchmarks/gpu_node/call.sh
 # TESTS_S, SWEEP_S: those steps' limits (150 s each); TOTAL: when the measure step stops (560 s); SWEEP_DIR
-# (sweep-out); PROFILE=1: the sweep's rows with Nsight Compute's stalls. TREE is the folder name that
-# `kernelbench.py pack --out DIR` used (DIR's last part); PROBLEMS_FILE lists problem files, one a line.
+# (sweep-out); PROFILE=1: the sweep's rows with Nsight Compute's stalls. MEASURE: TREE=PROBLEMS_FILE[@SECONDS]
+# pairs, measured in turn (an A/B's two trees in one call), each for at most SECONDS: TREE is the folder name
+# that `kernelbench.py pack --out DIR` used (DIR's last part), PROBLEMS_FILE lists problem files, one a line.
 set -e
 source benchmarks/gpu_node/env.sh
 [ -f .whl/pycuda-site.tgz ] || tar czf "$OUT/pycuda-site.tgz" -C /tmp pycuda-site
@@ -23,10 +24,15 @@ for step in ${STEPS:-tests measure}; do
       timeout "${SWEEP_S:-150}" python3 benchmarks/schedule_sweep.py measure "${SWEEP_DIR:-sweep-out}" \
           ${PROFILE:+--profile} --budget $(( ${SWEEP_S:-150} - 35 )) --record "$OUT/schedule_sweep_h200.md" 2>&1 | tail -30 ;;
     measure)
-      limit=$(( ${TOTAL:-560} - SECONDS ))
-      timeout $limit python3 benchmarks/kernelbench.py measure --again --out "${TREE:?}" --budget $(( limit - 40 )) \
-          --record "$OUT/kernelbench_h200.md" $(cat "${PROBLEMS_FILE:?}") 2>&1 | tail -40
-      find "$TREE" -name '*.measure.json' -o -name reference_timing.json | tar czf "$OUT/rows.tgz" -T - ;;
+      for pair in ${MEASURE:?}; do
+        tree=${pair%%=*} spec=${pair#*=} limit=$(( ${TOTAL:-560} - SECONDS ))
+        [[ $spec == *@* ]] && limit=$(( ${spec#*@} < limit ? ${spec#*@} : limit ))
+        [ $limit -gt 60 ] || { echo "no time left to measure $tree"; break; }
+        timeout $limit python3 benchmarks/kernelbench.py measure --again --out "$tree" --budget $(( limit - 40 )) \
+            --record "$OUT/kernelbench_h200.md" $(cat "${spec%@*}") 2>&1 | tail -40
+      done
+      for pair in $MEASURE; do find "${pair%%=*}" -name '*.measure.json' -o -name reference_timing.json; done \
+          | tar czf "$OUT/rows.tgz" -T - ;;
     *) echo "unknown step $step (tests, sweep, measure)" ;;
   esac
   echo "$step done at ${SECONDS}s"
