@@ -84,6 +84,7 @@ class MeasureRow(JsonRecord):
     version: int = 0  # the version timed: v0 (`measure`), the loop's best correct one (`loop`)
     kernels_digest: str = ""  # the compile's digest of the kernels timed (rows from before 2026-12-07 have none)
     kernel_us: dict[str, float] = field(default_factory=dict)  # MeasureResult.kernel_us (rows from 2026-12-07 on)
+    launched_as: str = ""  # MeasureResult.launched_as: one CUDA graph per forward (rows from 2026-12-07 21:00 on)
 
 
 def problems(levels: list[int], files: list[str]) -> list[tuple[int, Path]]:
@@ -296,7 +297,8 @@ def _row(level: int, problem: Path, result, compiled) -> MeasureRow:
     return MeasureRow(problem.stem, level, result.status, correct=bool(result.correct), ours_us=_us(result.time),
                       eager_us=_us(result.eager), compiled_us=_us(result.compiled),
                       max_abs_err=result.max_abs_err or 0.0, device=result.device, error=result.error[:300],
-                      seconds=result.seconds, kernels_digest=compiled.kernels_digest, kernel_us=result.kernel_us)
+                      seconds=result.seconds, kernels_digest=compiled.kernels_digest, kernel_us=result.kernel_us,
+                      launched_as=result.launched_as)
 
 
 def _slowest_kernel(row: MeasureRow) -> str:
@@ -537,6 +539,10 @@ def measure_table(rows: list[MeasureRow]) -> str:
                      f"{_fast(rs, 'eager', 1):.2f} / {_fast(rs, 'eager', 1.2):.2f} | {_geomean(rs, 'eager'):.2f}x | "
                      f"{_fast(rs, 'compiled', 1):.2f} / {_fast(rs, 'compiled', 1.2):.2f} | "
                      f"{_geomean(rs, 'compiled'):.2f}x | {_fast(peer, 'eager', 1):.2f} |")
+    graphs = sum("CUDA graph" in r.launched_as for r in rows if r.correct)
+    if graphs:
+        lines += ["", f"Ours timed as one CUDA graph of each forward's launches in {graphs} of "
+                      f"{sum(r.correct for r in rows)} correct rows (workers/measure/graph.py)."]
     lines += ["", "| problem | status | ours us | eager us | torch.compile us | vs eager | vs torch.compile |",
               "|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r.level, _number(r.problem))):

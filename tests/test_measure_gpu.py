@@ -138,3 +138,21 @@ def test_a_wgmma_kernel_computes_the_matmul(tmp_path, data, model, kernels):
     result = measure_iteration(str(job), 0, timeout_s=300)
     assert result.status == "ok" and result.correct, result.error
     assert [(k.grid_size, k.block_size) for k in result.kernels] == kernels
+
+
+def test_a_recurrent_models_launches_are_checked_and_timed_as_one_cuda_graph(tmp_path):
+    """long_lstm's forward is a host loop of small launches, once per time step: issued one by one from
+    Python they took longer than the GPU ran them, so the run timed the CPU. The measure worker captures every
+    launch, in the host's order, into one CUDA graph (workers/measure/graph.py), checks its outputs on each
+    input draw and times its replays."""
+    from workers.measure.launch import launch_order
+
+    job = tmp_path / "long_lstm"
+    shutil.copytree(DATA / "measure" / "breadth" / "long_lstm", job / "v0")
+    shutil.copy(DATA / "breadth" / "long_lstm.py", job / "model.py")
+    config = LaunchConfig.from_json((job / "v0" / "config.json").read_text())
+    assert config.loops and len(launch_order(config)) > len(config.launches)
+    result = measure_iteration(str(job), 0, profile=False, timeout_s=300)
+    assert result.status == "ok" and result.correct and result.draws == 3, result.error
+    assert result.launched_as == f"one CUDA graph of {len(launch_order(config))} launches"
+    assert result.time.median_us > 0 and "one CUDA graph" in (job / "v0" / "benchmark.md").read_text()

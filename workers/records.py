@@ -448,6 +448,7 @@ class MeasureResult(JsonRecord):
     # per kernel, the median time of all its launches run alone (L2 flushed first): where the time goes,
     # without a profiler
     kernel_us: dict[str, float] = field(default_factory=dict)
+    launched_as: str = ""  # how `time` ran the launches: one CUDA graph (from 2026-12-07 on), else from the host
 
 
 def warp_can_merge(schedule: OpSchedule) -> bool:

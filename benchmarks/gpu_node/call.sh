@@ -5,7 +5,7 @@
 # sweep, its folder (`schedule_sweep.py compile sweep-out NAMES`).
 #   STEPS="tests sweep measure" TESTS_K="staged_linear or square_linears" \
 #     MEASURE="s30base=.kb-carry/ab.txt s29=.kb-carry/problems.txt" TOTAL=560 bash benchmarks/gpu_node/call.sh
-# TESTS_S, SWEEP_S: those steps' limits (150 s each); TOTAL: when the measure step stops (560 s); SWEEP_DIR
+# TESTS_S, SWEEP_S, GRAPHS_S: those steps' limits (150, 150, 120 s); TOTAL: when the measure step stops (560 s); SWEEP_DIR
 # (sweep-out); PROFILE=1: the sweep's rows with Nsight Compute's stalls. MEASURE: TREE=PROBLEMS_FILE[@SECONDS]
 # pairs, measured in turn (an A/B's two trees in one call), each for at most SECONDS: TREE is the folder name
 # that `kernelbench.py pack --out DIR` used (DIR's last part), PROBLEMS_FILE lists problem files, one a line.
@@ -33,7 +33,9 @@ for step in ${STEPS:-tests measure}; do
       done
       for pair in $MEASURE; do find "${pair%%=*}" -name '*.measure.json' -o -name reference_timing.json; done \
           | tar czf "$OUT/rows.tgz" -T - ;;
-    *) echo "unknown step $step (tests, sweep, measure)" ;;
+    graphs)  # host launches against one CUDA graph, on the packed trees' job folders GRAPH_JOBS
+      timeout "${GRAPHS_S:-120}" python3 benchmarks/launch_modes.py ${GRAPH_JOBS:?} 2>&1 | tail -20 ;;
+    *) echo "unknown step $step (tests, sweep, graphs, measure)" ;;
   esac
   echo "$step done at ${SECONDS}s"
 done

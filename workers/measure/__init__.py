@@ -90,7 +90,7 @@ def _result(job_dir: str, version: int, config: LaunchConfig, outcome: RunOutcom
     """The measurement of the GPU child's outcome, its benchmark.md written."""
     result = MeasureResult(version=version, status=outcome.status, error=outcome.error, device=outcome.device,
                            atol=config.atol, rtol=config.rtol, time=outcome.time, seconds=outcome.seconds,
-                           kernel_us=outcome.kernel_us)
+                           kernel_us=outcome.kernel_us, launched_as=outcome.launched_as)
     if outcome.outputs:
         result.draws = outcome.draws
         result.correct = all(o.passed for o in outcome.outputs)

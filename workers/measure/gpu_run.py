@@ -66,6 +66,7 @@ class RunOutcome(JsonRecord):
     # wall seconds of each step (load, check, time, peers): what a measurement's minute is spent on
     seconds: dict[str, float] = field(default_factory=dict)
     kernel_us: dict[str, float] = field(default_factory=dict)  # MeasureResult.kernel_us
+    launched_as: str = ""  # MeasureResult.launched_as
 
 
 def _classify(exc: BaseException) -> str:
@@ -181,6 +182,7 @@ class Runner:
             self.ptx = f.read()
         self.buffers = self._allocate()
         self.launches = self.launches_from(cuda.module_from_buffer(self.ptx), first_index_only)
+        self.graph = None
 
     def launches_from(self, module, first_index_only: bool = False) -> list:
         """config.json's launches in the order the host runs them (launch_order: a host loop's once per index;
@@ -233,12 +235,22 @@ class Runner:
             buffers[b.name] = t if t.data_ptr() % 16 == 0 else t.clone()
         return buffers
 
+    def use_graph(self) -> None:
+        """From here on, run the launches as one CUDA graph (graph.py): what is checked and timed."""
+        from workers.measure.graph import LaunchGraph
+
+        named = [(self.config.launches[i].kernel, *launch[1:])
+                 for (i, _), launch in zip(launch_order(self.config), self.launches, strict=True)]
+        self.graph = LaunchGraph(self.ptx, named, STATIC_SHARED_BYTES)
+
     def close(self) -> None:
         """Give back what the measurement holds, so that a batch's next version starts from a clean GPU: the
-        PTX module (unloaded while its context is current), the context's push, the buffers, the compiled
-        peer."""
+        graph and the PTX modules (unloaded while their context is current), the context's push, the buffers,
+        the compiled peer."""
         import torch
 
+        if self.graph is not None:
+            self.graph.close()
         self.launches = []
         gc.collect()
         self.context.pop()
@@ -248,7 +260,9 @@ class Runner:
         torch.cuda.empty_cache()
 
     def run(self, launches: list | None = None) -> None:
-        """Queue the launches (the runner's own by default)."""
+        """Queue the launches (the runner's own by default: its graph once use_graph made it)."""
+        if launches is None and self.graph is not None:
+            return self.graph()
         for fn, block, grid, shared, parameters in launches or self.launches:
             fn._launch_kernel(grid, block, parameters, shared, None)  # what Function.__call__ ends in
 
@@ -365,6 +379,8 @@ def measure(job_dir: str, version: int, once: bool = False, check_only: bool = F
         else:
             from workers.measure.timing import time_gpu
 
+            runner.use_graph()
+            outcome.launched_as = f"one CUDA graph of {runner.graph.nodes} launches"
             outcome.outputs, outcome.draws = runner.check(), CORRECTNESS_DRAWS
             lap("check")
             outcome.status = "ok" if all(o.passed for o in outcome.outputs) else "wrong_result"

@@ -54,7 +54,8 @@ def write_benchmark(job_dir: str, result: MeasureResult, compiled_error: str = "
         f"{f' on {result.draws} input draws (worst shown)' if result.draws else ''}; tolerance {tolerance}",
         f"- max abs error: {_err(result.max_abs_err)}; max rel error: {_err(result.max_rel_err)} "
         "(against the model run in float64)",
-        "- timing: median of CUDA-event runs after warm-up, L2 flushed (256 MB write) before each run", "",
+        "- timing: median of CUDA-event runs after warm-up, L2 flushed (256 MB write) before each run"
+        + (f"; ours launched as {result.launched_as}" if result.launched_as else ""), "",
         "| what | median us (p20, p80) | speedup of ours |", "|---|---|---|",
         f"| ours (kernels.ptx) | {_us(result.time)} | 1.000x |",
         f"| PyTorch eager | {_us(result.eager)} | {_ratio(result.eager, result.time)} |",
