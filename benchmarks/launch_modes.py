@@ -20,7 +20,10 @@ def main(jobs: list[str]) -> None:
         runner = Runner(job, 0)
         try:
             host = time_gpu(runner.run).median_us
-            runner.use_graph()
+            how = runner.use_graph()
+            if runner.graph is None:
+                print(f"| {Path(job).name} | {how} | | | |", flush=True)
+                continue
             graph = time_gpu(runner.run).median_us
             print(f"| {Path(job).name} | {len(launch_order(runner.config))} | {host:.1f} | {graph:.1f} | "
                   f"{host / graph:.2f}x |", flush=True)

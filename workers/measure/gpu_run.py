@@ -235,13 +235,19 @@ class Runner:
             buffers[b.name] = t if t.data_ptr() % 16 == 0 else t.clone()
         return buffers
 
-    def use_graph(self) -> None:
-        """From here on, run the launches as one CUDA graph (graph.py): what is checked and timed."""
+    def use_graph(self) -> str:
+        """From here on, run the launches as one CUDA graph (graph.py): what is checked and timed. How they
+        run, said: where the driver refuses the capture (no kernel has run yet), from the host as before,
+        with its reason."""
         from workers.measure.graph import LaunchGraph
 
         named = [(self.config.launches[i].kernel, *launch[1:])
                  for (i, _), launch in zip(launch_order(self.config), self.launches, strict=True)]
-        self.graph = LaunchGraph(self.ptx, named, STATIC_SHARED_BYTES)
+        try:
+            self.graph = LaunchGraph(self.ptx, named, STATIC_SHARED_BYTES)
+        except Exception as e:  # the capture's failure is the graph's, not the kernels': they still run
+            return f"host launches (no CUDA graph: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
+        return f"one CUDA graph of {self.graph.nodes} launches"
 
     def close(self) -> None:
         """Give back what the measurement holds, so that a batch's next version starts from a clean GPU: the
@@ -379,8 +385,7 @@ def measure(job_dir: str, version: int, once: bool = False, check_only: bool = F
         else:
             from workers.measure.timing import time_gpu
 
-            runner.use_graph()
-            outcome.launched_as = f"one CUDA graph of {runner.graph.nodes} launches"
+            outcome.launched_as = runner.use_graph()
             outcome.outputs, outcome.draws = runner.check(), CORRECTNESS_DRAWS
             lap("check")
             outcome.status = "ok" if all(o.passed for o in outcome.outputs) else "wrong_result"
