@@ -62,9 +62,8 @@ class LaunchGraph:
             for name, block, grid, shared, parameters in launches:
                 buffer = ctypes.create_string_buffer(parameters, len(parameters))
                 size = ctypes.c_size_t(len(parameters))
-                extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.cast(buffer, ctypes.c_void_p),
-                                              CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.cast(ctypes.byref(size), ctypes.c_void_p),
-                                              CU_LAUNCH_PARAM_END)
+                extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
+                                              CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), CU_LAUNCH_PARAM_END)
                 _check(cuda, cuda.cuLaunchKernel(functions[name], *(ctypes.c_uint(n) for n in grid),
                                                  *(ctypes.c_uint(n) for n in block), ctypes.c_uint(shared), stream,
                                                  None, extra), f"cuLaunchKernel {name}")
