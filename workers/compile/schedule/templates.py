@@ -255,6 +255,12 @@ def warp_aligned_blocks(schedule: OpSchedule, op: OpInfo) -> OpSchedule | None:
     return OpSchedule(op_index=op.index, family=schedule.family, block_tile=block, thread_tile=thread)
 
 
+def _share_busy(per_loop: list[tuple[int, int]]) -> float:
+    """lanes_busy of a block whose thread loops take (indices per block, extent) each, any of them partial."""
+    lanes = math.prod(n for n, _ in per_loop)
+    return lanes_busy([lanes], lanes, lanes) * math.prod(e / (math.ceil(e / n) * n) for n, e in per_loop)
+
+
 def packed_short_rows(schedule: OpSchedule, op: OpInfo, partial: bool) -> OpSchedule | None:
     """`schedule` (default_op_schedule's, one output per thread, nothing vectorized) whose x loop is short
     enough to be whole in a block (up to ALIGNED_X_THREADS: warp_aligned_blocks takes the longer ones), with
@@ -290,11 +296,8 @@ def packed_short_rows(schedule: OpSchedule, op: OpInfo, partial: bool) -> OpSche
         block[d], thread[d] = best, 1
         threads.append((best, ranges[d]))
         break
-    def busy(per_loop: list[tuple[int, int]]) -> float:
-        lanes = math.prod(n for n, _ in per_loop)
-        return lanes_busy([lanes], lanes, lanes) * math.prod(e / (math.ceil(e / n) * n) for n, e in per_loop)
-    before = busy([(schedule.block_tile[d] or ranges[d], ranges[d]) for d in inner])
-    if before >= MIN_LANES_BUSY or busy(threads) <= before:
+    before = _share_busy([(schedule.block_tile[d] or ranges[d], ranges[d]) for d in inner])
+    if before >= MIN_LANES_BUSY or _share_busy(threads) <= before:
         return None
     return OpSchedule(op_index=op.index, family=schedule.family, block_tile=block, thread_tile=thread)
 
