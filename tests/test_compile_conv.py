@@ -357,6 +357,31 @@ def test_few_output_channels_over_a_deep_reduction_take_img2col_register_tiles(t
     assert 32 <= math.prod(block_dims(schedule, img2col_op(conv))) <= 1024
 
 
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 2, 1), ((3, 2, 3), (1, 2, 2), (1, 0, 1)), (2, None, 0)])
+def test_a_3d_average_pooling_is_a_conv_of_each_channel_with_the_means_weights(kernel, stride, padding):
+    """avg_pool3d (counting its padding, the default) as a conv of each channel alone, in NCDHW: the same values
+    as PyTorch's within rounding (the mean's 1/size is in the kernel). Other forms are left to torch-mlir."""
+    from workers.decompositions import avg_pool3d_decomposition
+
+    x = torch.randn(2, 3, 9, 10, 11)
+    as_list = lambda v: [] if v is None else [v] if isinstance(v, int) else list(v)  # noqa: E731
+    got = avg_pool3d_decomposition(x, as_list(kernel), as_list(stride), padding)
+    torch.testing.assert_close(got, torch.nn.functional.avg_pool3d(x, kernel, stride, padding), rtol=1e-6, atol=1e-6)
+    assert avg_pool3d_decomposition(x, as_list(kernel), as_list(stride), padding, count_include_pad=False) \
+        is NotImplemented
+
+
+def test_3d_average_poolings_lower_without_transposes_and_compile(tmp_path):
+    job = tmp_path / "avg_pool_3d"
+    lower_model(str(BREADTH / "avg_pool_3d.py"), str(job))
+    linalg = (job / "model_linalg.mlir").read_text()
+    assert linalg.count("linalg.conv_3d_ncdhw_fcdhw") == 2
+    assert "linalg.transpose" not in linalg and "pooling_ndhwc" not in linalg
+    result = compile_iteration(str(job), 0, initial_params(str(job)))
+    assert result.ok, f"{result.stage}: {result.error}"
+    _check_ptx(job / "v0")
+
+
 def test_the_frontend_makes_2d_the_convs_whose_output_channels_fill_img2cols_blocks():
     from workers import decompositions
 
