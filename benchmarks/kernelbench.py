@@ -137,6 +137,25 @@ def lowered(job: Path) -> bool:
     return (job / LINALG_FILE).exists() and (job / MODEL_INFO_FILE).exists()
 
 
+def v0_stale(out: Path, level: int, problem: Path) -> bool:
+    """Whether today's v0 schedule of a lowered problem differs from the params its recorded v0 compiled (no v0,
+    or no lowering, counts as stale): after a change to the v0 rules, the problems a recompile must redo, found
+    in seconds without compiling."""
+    from workers.compile import initial_params
+    from workers.compile.schedule import ScheduleError
+    from workers.records import ScheduleParams
+
+    job = job_dir(out, level, problem)
+    recorded_params = job / "v0" / "params.json"
+    if not lowered(job) or not recorded_params.exists():
+        return True
+    try:
+        today = initial_params(str(job))
+    except ScheduleError:
+        return True
+    return today.to_json() != ScheduleParams.from_json(recorded_params.read_text()).to_json()
+
+
 def compile_problem(level: int, problem: Path, job: Path) -> CompileRow:
     """Lower (unless the job folder holds its lowering) and compile v0 of one problem, in this process (the
     child of compile_in_child)."""
@@ -615,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.choices["compile"].add_argument("--keep-lowering", action="store_true",
                                         help="with --again or --failed: keep each job folder's lowering and compile "
                                              "v0 anew (after a change to the compile stage: minutes, not hours)")
+    sub.choices["compile"].add_argument("--stale", action="store_true",
+                                        help="only the lowered problems whose v0 schedule today differs from the one "
+                                             "their v0 compiled (with --again --keep-lowering: after a change to v0's "
+                                             "rules)")
     sub.choices["compile"].add_argument("--jobs", type=int, default=2, help="problems compiled at once (2)")
     sub.choices["compile"].add_argument("--limit", type=float, default=COMPILE_LIMIT_S,
                                         help=f"seconds per problem, lowering included ({COMPILE_LIMIT_S})")
@@ -638,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
         levels = sorted({_level_of(Path(f)) for f in args.problems}) if args.problems else args.level
         items, where = recorded(args.out, levels, args.problems), f"the compile rows in {args.out}"
     items = [(level, p) for level, p in items if (_number(p.stem)[0] - 1) % args.sample == 0]
+    if getattr(args, "stale", False):
+        items, where = [(level, p) for level, p in items if v0_stale(args.out, level, p)], \
+            f"{where} whose v0 schedule changed"
     if getattr(args, "changed", False):
         items, where = [(level, p) for level, p in items if kernels_changed(args.out, level, p)], \
             f"{where} whose kernels changed since they were measured"

@@ -68,6 +68,27 @@ def test_keep_lowering_compiles_v0_anew_on_the_recorded_lowering(tmp_path):
     assert CompileRow.from_json((out / "level0" / "mse_loss.compile.json").read_text()).lower_s > 0
 
 
+def test_stale_recompiles_only_the_problems_whose_v0_schedule_changed(tmp_path):
+    """After a change to v0's rules, --stale finds the lowered problems whose schedule today differs from the
+    params their v0 compiled, without compiling: here the one whose recorded params.json was edited."""
+    import json
+
+    out = tmp_path / "kb"
+    models = [str(BREADTH / "mse_loss.py"), str(BREADTH / "gelu_tanh.py")]
+    assert harness("compile", *models, "--out", str(out)).returncode == 0
+    current = harness("compile", *models, "--out", str(out), "--again", "--keep-lowering", "--stale")
+    assert current.returncode == 2 and "whose v0 schedule changed" in current.stderr, current.stderr
+    params = out / "level0" / "gelu_tanh" / "v0" / "params.json"
+    edited = json.loads(params.read_text())
+    edited["ops"][0]["block_tile"] = [b * 2 for b in edited["ops"][0]["block_tile"]]
+    params.write_text(json.dumps(edited))
+    assert [p for _, p in kernelbench.problems([0], models) if kernelbench.v0_stale(out, 0, p)] == [Path(models[1])]
+    redone = harness("compile", *models, "--out", str(out), "--again", "--keep-lowering", "--stale")
+    assert redone.returncode == 0 and "level0/gelu_tanh: compiled" in redone.stderr, redone.stderr
+    assert "mse_loss" not in redone.stderr
+    assert not kernelbench.v0_stale(out, 0, Path(models[1]))
+
+
 def test_sample_takes_every_nth_problem_of_a_level(tmp_path):
     (tmp_path / "level1").mkdir()
     for n in range(1, 8):
