@@ -3,12 +3,14 @@
 # KernelBench measure of packed problems for the time left. Carry .gpu-bundle, .whl (after the first call,
 # with the pycuda-site.tgz it returns under $OUT), .kb-carry (every archive there is unpacked) and, for the
 # sweep, its folder (`schedule_sweep.py compile sweep-out NAMES`).
-#   STEPS="tests sweep measure" TESTS_K="staged_linear or square_linears" \
+#   STEPS="tests graphs measure" TESTS_K="staged_linear or square_linears" GRAPH_JOBS="s29/level3/39_GRU" \
 #     MEASURE="s30base=.kb-carry/ab.txt s29=.kb-carry/problems.txt" TOTAL=560 bash benchmarks/gpu_node/call.sh
-# TESTS_S, SWEEP_S, GRAPHS_S: those steps' limits (150, 150, 120 s); TOTAL: when the measure step stops (560 s); SWEEP_DIR
-# (sweep-out); PROFILE=1: the sweep's rows with Nsight Compute's stalls. MEASURE: TREE=PROBLEMS_FILE[@SECONDS]
-# pairs, measured in turn (an A/B's two trees in one call), each for at most SECONDS: TREE is the folder name
-# that `kernelbench.py pack --out DIR` used (DIR's last part), PROBLEMS_FILE lists problem files, one a line.
+# TESTS_S, SWEEP_S, GRAPHS_S: those steps' limits (150, 150, 120 s); TOTAL: when the measure step stops
+# (560 s); SWEEP_DIR (sweep-out); PROFILE=1: the sweep's rows with Nsight Compute's stalls; GRAPH_JOBS: job
+# folders that the graphs step times launched from the host and as one CUDA graph (launch_modes.py).
+# MEASURE: TREE=PROBLEMS_FILE[@SECONDS] pairs, measured in turn (an A/B's two trees in one call), each for at
+# most SECONDS: TREE is the folder name that `kernelbench.py pack --out DIR` used (DIR's last part),
+# PROBLEMS_FILE lists problem files, one a line.
 set -e
 source benchmarks/gpu_node/env.sh
 [ -f .whl/pycuda-site.tgz ] || tar czf "$OUT/pycuda-site.tgz" -C /tmp pycuda-site
