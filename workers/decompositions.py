@@ -472,12 +472,13 @@ def avg_pool3d_decomposition(x: torch.Tensor, kernel_size, stride=(), padding=0,
                              count_include_pad: bool = True, divisor_override=None):
     """A 3-D average pooling that counts its padding (the default) as a conv of each channel alone with a
     kernel of 1 / its size: torch-mlir lowers avg_pool3d to pooling_ndhwc_sum between two
-    transposes of the whole tensor (level1/46 at 0.24x of eager), the conv stays NCDHW. Other forms are left to
-    torch-mlir."""
+    transposes of the whole tensor (level1/46 at 0.24x of eager), the conv stays NCDHW. Other forms (and 16-bit
+    floats) are left to torch-mlir."""
     kernel = list(kernel_size) * (3 // len(kernel_size))
     stride = list(stride or kernel) * (3 // len(stride or kernel))
     padding = [padding] * 3 if isinstance(padding, int) else list(padding) * (3 // len(padding))
-    if ceil_mode or not count_include_pad or divisor_override is not None or x.dim() != 5:
+    if ceil_mode or not count_include_pad or divisor_override is not None or x.dim() != 5 \
+            or x.dtype != torch.float32:  # a 16-bit conv would sum in 16 bits
         return NotImplemented
     batch, channels = x.shape[:2]
     # the mean's weights in the kernel: a divide after the conv would be a kernel of its own (the unit channel

@@ -12,10 +12,11 @@ from workers.compile.schedule.grouping import (Group, plan_groups, row_kernel_me
 from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_shared_outputs, wants_img2col,
                                                 wants_block_per_row, default_op_schedule, transpose_schedule,
                                                 V0_MATMUL_K_TILES, fill_the_grid, split_k_to_fill_the_grid,
-                                                img2col_schedule, img2col_filling_the_grid, maskable_matmul, partial_matmul_schedule,
-                                                warp_aligned_blocks, packed_short_rows, row_kernel_threads, row_kernel_step,
-                                                row_block_tile, block_per_output, block_reduction_threads,
-                                                STAGED_SIMT_TILES, STAGED_PADDING_WORK, direct_conv_tiles)
+                                                img2col_schedule, img2col_filling_the_grid, maskable_matmul,
+                                                partial_matmul_schedule, warp_aligned_blocks, packed_short_rows,
+                                                row_kernel_threads, row_kernel_step, row_block_tile,
+                                                block_per_output, block_reduction_threads, STAGED_SIMT_TILES,
+                                                STAGED_PADDING_WORK, direct_conv_tiles)
 from workers.compile.schedule.staged_matmul import plan_staged_matmul
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, vector_elements
 from workers.compile.schedule.validation import scalar_partial_tiles
