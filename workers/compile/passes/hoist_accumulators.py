@@ -16,8 +16,6 @@ one dim). Runs after farm-unaliased-kernel-pointers, before the vector lowering.
 """
 from __future__ import annotations
 
-import re
-
 from numba_cuda_mlir._mlir.dialects import scf
 
 from workers.compile.host import viewed_buffer
@@ -120,8 +118,8 @@ def _constant_difference(a: ir.Value, b: ir.Value) -> int | None:
             or list(ops[0].operands) != list(ops[1].operands):
         return None
     maps = [ir.AffineMapAttr(op.attributes["map"]).value for op in ops]
-    difference = str(maps[0].results[0] - maps[1].results[0])
-    return int(difference) if re.fullmatch(r"-?\d+", difference) else None
+    difference = (maps[0].results[0] - maps[1].results[0]).maybe_downcast()
+    return difference.value if isinstance(difference, ir.AffineConstantExpr) else None
 
 
 def _masked(transfer) -> bool:
