@@ -44,15 +44,16 @@ class LaunchGraph:
         self._module = ctypes.c_void_p()
         _check(cuda, cuda.cuModuleLoadData(ctypes.byref(self._module), ctypes.c_char_p(ptx + b"\0")),
                "cuModuleLoadData")
-        functions = {}
+        most_shared: dict[str, int] = {}  # per kernel, the most dynamic shared memory a launch of it takes
         for name, _, _, shared, _ in launches:
-            if name not in functions:
-                fn = ctypes.c_void_p()
-                _check(cuda, cuda.cuModuleGetFunction(ctypes.byref(fn), self._module, name.encode()),
-                       f"cuModuleGetFunction {name}")
-                functions[name] = fn
+            most_shared[name] = max(shared, most_shared.get(name, 0))
+        functions = {}
+        for name, shared in most_shared.items():
+            functions[name] = fn = ctypes.c_void_p()
+            _check(cuda, cuda.cuModuleGetFunction(ctypes.byref(fn), self._module, name.encode()),
+                   f"cuModuleGetFunction {name}")
             if shared > max_shared:  # as Runner.launches_from: opt in to more than 48 KB of dynamic shared memory
-                _check(cuda, cuda.cuFuncSetAttribute(functions[name], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                _check(cuda, cuda.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                      ctypes.c_int(shared)), f"cuFuncSetAttribute {name}")
         self.graph = torch.cuda.CUDAGraph()
         capture = torch.cuda.Stream()
