@@ -183,11 +183,11 @@ DEPTHWISE_VARIANTS = [
             {"block_tile": [1, 10, 51, 1], "thread_tile": [0, 2, 1, 0]}),
 ]
 # max pooling 4x4 over 512 x 512 padded by 1 (level 1 #42): v0 takes 64 x 4 for the pooling over 511 x 511
-# (73 threads, 3 warps, before) and the padded input's fill over 514 x 514 (2 x 2 x 64 channels before)
+# (73 threads, 3 warps, before) and fills the padded input over one loop, two 128-bit vectors per thread (a
+# fill over 514 x 514 before, 64 x 4 threads of a scalar store each)
 POOLING_VARIANTS = [
     Variant("the divisor template's pooling: 73 wide", "pooling", {"block_tile": [1, 1, 1, 73]}),
-    Variant("the divisor template's fill: 2 x 2 x 64 channels", "fill",
-            {"block_tile": [1, 0, 2, 2], "thread_tile": [0, 1, 1, 1]}),
+    Variant("the padded input's fill, one 128-bit vector per thread", "fill", {"thread_tile": [4]}),
 ]
 
 

@@ -903,22 +903,23 @@ def test_a_staged_matmul_pads_the_tiles_its_loops_fill_in_part(tmp_path, name, b
 
 
 def test_scalar_kernels_over_rows_without_a_warp_multiple_divisor_take_aligned_blocks_the_last_partial(tmp_path):
-    """Rows of 511 pooled outputs and of the 514 of the pooling's padded input: the divisor template gave 73
-    threads along the first (3 warps, a quarter of their lanes idle) and 2 x 2 x 4 channels per block to the
-    second. v0 takes 64 x 4 threads
-    per block, the grid covering each loop once, its last block partial, with no per-thread scratch. The
-    copy into the padded input, with the conv fused into it as its producer, keeps tiles that divide its loops
-    (a partial tile of the conv's result would need scratch of dynamic size)."""
+    """Rows of 511 pooled outputs: the divisor template gave 73 threads along them (3 warps, a quarter of
+    their lanes idle). v0 takes 64 x 4 threads per block, the grid covering each loop once, its last block
+    partial, with no per-thread scratch. (The fill of the pooling's padded input, rows of 514, took 2 x 2 x 4
+    channels per block, then 64 x 4 threads: it is one loop of 128-bit stores now.) The copy into the padded
+    input, with the conv fused into it as its producer, keeps tiles that divide its loops (a partial tile of
+    the conv's result would need scratch of dynamic size)."""
     job, params, config = compiled(tmp_path, "odd_maps")
     kernels = dict(zip(compile_result(job).kernel_ops, config.launches))
-    for family in ("pooling", "fill"):
-        (s,) = [s for s in params.ops if s.family == family]
-        op = _op(job, s.op_index)
-        assert s.block_tile[2:4] == [4, 64] and s.thread_tile[2:4] == [1, 1] and not s.vectorize, s
-        assert op.loop_ranges[3] % 64  # a partial last block along each row
-        launch = kernels[s.op_index]
-        assert launch.block == [64, 4, 1]
-        assert math.prod(launch.grid) == math.prod(math.ceil(r / b) for r, b in zip(op.loop_ranges, s.block_tile) if b)
+    (s,) = [s for s in params.ops if s.family == "pooling"]
+    op = _op(job, s.op_index)
+    assert s.block_tile[2:4] == [4, 64] and s.thread_tile[2:4] == [1, 1] and not s.vectorize, s
+    assert op.loop_ranges[3] % 64  # a partial last block along each row
+    launch = kernels[s.op_index]
+    assert launch.block == [64, 4, 1]
+    assert math.prod(launch.grid) == math.prod(math.ceil(r / b) for r, b in zip(op.loop_ranges, s.block_tile) if b)
+    (fill,) = [s for s in params.ops if s.family == "fill"]
+    assert len(_op(job, fill.op_index).loop_ranges) == 1 and fill.vectorize, fill
     (copy,) = [s for s in params.ops if _op(job, s.op_index).name == "linalg.copy"]
     assert not any(b and r % b for b, r in zip(copy.block_tile, _op(job, copy.op_index).loop_ranges)), copy
     ptx = (job / "v0" / "kernels.ptx").read_text()
@@ -989,6 +990,25 @@ def test_a_transposed_conv_and_a_padded_conv_run_through_img2col_with_register_t
     assert len({_op(job, s.op_index).name for s in params.ops} & {"linalg.copy", "linalg.generic"}) == 2
     ptx = (job / "v0" / "kernels.ptx").read_text()
     assert ".local" not in ptx and "malloc" not in ptx
+
+
+def test_a_pads_fill_is_one_loop_over_the_padded_buffer_stored_in_128_bit_vectors(tmp_path):
+    """Each padded input (the transposed conv's, padded by 2; the conv's, by 1) is filled, then its interior
+    written: the fill ran over the 4-D padded shape, threads along rows of 36, one scalar store each.
+    Flattened (pipeline.prepare), it is one loop over the whole buffer, each thread storing two 128-bit
+    vectors."""
+    job, params, config = compiled(tmp_path, "padded_convs")
+    fills = [s for s in params.ops if s.family == "fill"]
+    ptx = (job / "v0" / "kernels.ptx").read_text()
+    assert sorted(_op(job, s.op_index).loop_ranges for s in fills) == [[2 * 16 * 36 * 36], [2 * 64 * 36 * 36]]
+    for fill in fills:
+        extent = _op(job, fill.op_index).loop_ranges[0]
+        assert fill.vectorize and fill.thread_tile == [8], fill
+        launch = next(l for l, i in zip(config.launches, compile_result(job).kernel_ops) if i == fill.op_index)
+        body = re.search(rf"\.entry\s+{launch.kernel}\((.*?)\n\}}\n", ptx, re.S)[1]
+        stores = re.findall(r"st\.global\S*", body)
+        assert len(stores) == 2 and set(stores) == {"st.global.v4.b32"}, stores
+        assert launch.block[0] * 8 * math.prod(launch.grid) == extent
 
 
 def test_a_direct_convs_accumulator_stays_in_a_register_and_its_inputs_are_read_only(tmp_path):

@@ -40,7 +40,8 @@ class LinalgOpFacts:
     lines: list[int] = field(default_factory=list)  # lines of model_linalg.mlir it comes from (mlir.source_lines)
 
 
-def _family(name: str, iterator_types: list[str]) -> str:
+def _family(op, iterator_types: list[str]) -> str:
+    name = op.operation.name
     if name in ("linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat",
                 "linalg.batch_matvec", "linalg.contract"):
         return "matmul"
@@ -48,7 +49,7 @@ def _family(name: str, iterator_types: list[str]) -> str:
         return "conv"
     if name.startswith("linalg.pooling"):
         return "pooling"
-    if name == "linalg.fill":
+    if name == "linalg.fill" or mlir.is_generic_fill(op):
         return "fill"
     if name in ("linalg.copy", "linalg.transpose", "linalg.broadcast"):
         return "copy"
@@ -114,7 +115,7 @@ def analyze(payload_text: str, fuse_elementwise: bool = True) -> list[LinalgOpFa
             result = o.results[0]
             dtype = str(result.type.element_type)
             name = named_op.operation.name
-            family = _family(name, iterators)
+            family = _family(named_op, iterators)
             if family == "reduction" and mlir.is_contraction(op) and not _reads_an_operand_once(maps, n_inputs):
                 family = "matmul"
             flops = math.prod(ranges) * (2 if family in ("matmul", "conv") else 1)

@@ -207,6 +207,18 @@ def reduction_combiner(generic) -> str | None:
     return owner.name
 
 
+def is_generic_fill(op) -> bool:
+    """Whether a linalg.generic only writes a scalar input to every element (a generalized linalg.fill: the
+    schedule's preparation makes a pad's fill one of these, pipeline.prepare)."""
+    o = op.operation
+    if o.name != "linalg.generic":
+        return False
+    body = list(o.regions[0].blocks[0].operations)
+    value = body[-1].operands[0] if len(body) == 1 and len(body[-1].operands) == 1 else None
+    return isinstance(value, ir.BlockArgument) and value.arg_number < len(o.operands) - len(o.results) \
+        and not isinstance(o.operands[value.arg_number].type, ir.ShapedType)
+
+
 def reads_loop_index(generic) -> bool:
     """Whether the op's body reads a loop index (linalg.index: a gather at each row's own target)."""
     return bool(ops_named(generic.operation, "linalg.index", first_only=True))

@@ -23,8 +23,10 @@ ir = tb.ir
 ANY = "!transform.any_op"  # the handle type of PREPARE_SEQUENCES' text
 MAIN_SEQUENCE = "__transform_main"
 MATCH_TRANSPOSED_RHS, READ_UNTRANSPOSED = "__farm_matmul_of_transpose", "__farm_read_untransposed"
-# the matcher (a linalg.matmul of 16-bit operands whose rhs a linalg.transpose makes) and the action of
-# prepare()'s foreach_match; text, as the bindings have no classes for transform.match.structured's ops
+MATCH_FILLED_DEST, YIELD_MATCHED = "__farm_fill_of_an_insert", "__farm_yield_matched"
+# the matchers (a linalg.matmul of 16-bit operands whose rhs a linalg.transpose makes; the linalg.fill an
+# insert_slice writes into: a padded buffer) and the actions of prepare()'s foreach_matches; text, as the
+# bindings have no classes for transform.match.structured's ops
 PREPARE_SEQUENCES = f"""
 transform.named_sequence @{MATCH_TRANSPOSED_RHS}(%op: {ANY} {{transform.readonly}}) -> {ANY} {{
   transform.match.operation_name %op ["linalg.matmul"] : {ANY}
@@ -43,6 +45,15 @@ transform.named_sequence @{MATCH_TRANSPOSED_RHS}(%op: {ANY} {{transform.readonly
 transform.named_sequence @{READ_UNTRANSPOSED}(%op: {ANY} {{transform.consumed}}) {{
   %transposed_rhs = transform.structured.transpose_matmul %op <rhs> : ({ANY}) -> {ANY}
   transform.yield
+}}
+transform.named_sequence @{MATCH_FILLED_DEST}(%op: {ANY} {{transform.readonly}}) -> {ANY} {{
+  transform.match.operation_name %op ["tensor.insert_slice"] : {ANY}
+  %dest = transform.get_producer_of_operand %op[1] : ({ANY}) -> {ANY}
+  transform.match.operation_name %dest ["linalg.fill"] : {ANY}
+  transform.yield %dest : {ANY}
+}}
+transform.named_sequence @{YIELD_MATCHED}(%op: {ANY} {{transform.readonly}}) -> {ANY} {{
+  transform.yield %op : {ANY}
 }}"""
 
 
@@ -63,7 +74,11 @@ def prepare(root: tb.Handle) -> tb.Handle:
     coalesced, W's (n, k) rows made the MLP 1.46x slower on the H200 (benchmarks/results/perf_targets_h200.md
     run 10). tensor.concat (torch.cat) becomes one insert_slice per piece, each then a copy kernel;
     tensor.pad a fill plus a linalg.copy into the padded buffer, so that the padding runs in a kernel instead
-    of a memref.copy on the host; unit dims of generic ops are folded away."""
+    of a memref.copy on the host; the fill of a padded buffer (a pad's, a transposed conv's dilated input's)
+    over one loop of the whole buffer (`flatten_elementwise`), whose
+    threads then store 128-bit vectors (rows of 65 or 114 had scalar stores: SqueezeNet's 69 MB fill ran at 54
+    GB/s), generalized so that canonicalization does not fold the reshape back into a fill of the padded shape
+    (FoldFillWithTensorReshape); unit dims of generic ops are folded away."""
     funcs = tb.match(root, ["func.func"], name="funcs")
     symbol = lambda name: ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(name)])  # noqa: E731
     func = transform.ForeachMatchOp(tb.any_op(), [], funcs, [], symbol(MATCH_TRANSPOSED_RHS),
@@ -71,6 +86,12 @@ def prepare(root: tb.Handle) -> tb.Handle:
     tb.apply_patterns(func, tensor_patterns.ApplyDecomposeTensorConcatPatternsOp)
     pads = tb.match(func, ["tensor.pad"], name="pads")
     structured.RewriteInDestinationPassingStyleOp(tb.any_op(), pads, loc=ir.Location.name("pads_dps"))
+    func, filled = transform.ForeachMatchOp(tb.any_op(), [tb.any_op()], func, [], symbol(MATCH_FILLED_DEST),
+                                            symbol(YIELD_MATCHED), flatten_results=True,
+                                            loc=ir.Location.name("padded")).results
+    fills = transform.MergeHandlesOp([filled], deduplicate=True, loc=ir.Location.name("pad_fills")).result
+    flat_fills = structured.FlattenElementwiseLinalgOp(tb.any_op(), fills, loc=ir.Location.name("pad_fills_1d"))
+    tb.generalize(flat_fills.result, "pad_fills_generic")
     inserts = tb.match(func, ["tensor.insert_slice"], name="inserts")
     structured.InsertSliceToCopyOp(tb.any_op(), inserts, loc=ir.Location.name("pad_copies"))
     tb.canonicalize(func)

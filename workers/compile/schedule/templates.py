@@ -180,8 +180,8 @@ def default_op_schedule(op: OpInfo, family: str) -> OpSchedule:
     inner = thread_loops(op, parallel)  # up to two dims mapped to threads: (y, x)
     # matmul-like work reuses operands across a register tile; elementwise work gets 1 per thread
     per_thread = 4 if family in ("matmul", "conv") and all(ranges[d] % 64 == 0 for d in inner) else 1
-    # elementwise work: ELEMENTWISE_VECTORS 128-bit vectors per thread along the innermost loop
-    vector = elementwise_vector_width(op) if family == "elementwise" and per_thread == 1 else 1
+    # elementwise work and fills: ELEMENTWISE_VECTORS 128-bit vectors per thread along the innermost loop
+    vector = elementwise_vector_width(op) if family in ("elementwise", "fill") and per_thread == 1 else 1
     # x first: a 16x16 square for register-tiled work, else 64 wide for coalesced rows
     x_cap = 16 if per_thread > 1 else 64
     budget = TARGET_THREADS
