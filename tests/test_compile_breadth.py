@@ -977,7 +977,8 @@ def test_a_transposed_conv_and_a_padded_conv_run_through_img2col_with_register_t
     padded input was fused into it (img2col fuses no producer). Now each is an img2col matmul whose template
     takes 8 channels x 2 pixels per thread (a run aligned to the 34-pixel rows), K steps of 9, which v0 cuts to
     2 x 2 on 8-channel blocks to fill the grid (img2col_filling_the_grid: at batch 2, 8 x 2 made 68 blocks);
-    the padding copies and the flipped weights are kernels of their own."""
+    the padding copies and the flipped weights are kernels of their own; the padded conv's bias is added in
+    its epilogue, not broadcast into its output first (convolution_decomposition)."""
     job, params, config = compiled(tmp_path, "padded_convs")
     convs = [s for s in params.ops if _op(job, s.op_index).name == "linalg.conv_2d_nchw_fchw"]
     assert len(convs) == 2
@@ -988,6 +989,7 @@ def test_a_transposed_conv_and_a_padded_conv_run_through_img2col_with_register_t
         assert (conv.block_tile[1], conv.thread_tile[1:3]) == (8, [2, 2]), conv
         assert 34 % conv.thread_tile[2] == 0 and conv.block_tile[2] % 34 == 0  # whole rows per block
     assert len({_op(job, s.op_index).name for s in params.ops} & {"linalg.copy", "linalg.generic"}) == 2
+    assert "linalg.broadcast" not in {_op(job, s.op_index).name for s in params.ops}
     ptx = (job / "v0" / "kernels.ptx").read_text()
     assert ".local" not in ptx and "malloc" not in ptx
 
@@ -1479,12 +1481,27 @@ def test_1d_and_3d_convs_of_64_channels_are_2d_convs(dims, kernel, stride, paddi
         assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_2d_conv_that_takes_img2col_adds_its_bias_after_it(transposed):
+    """Against torch in float64: the bias, the conv's init as torch-mlir lowers it, would be a broadcast kernel
+    of its own that img2col's matmul reads back (it fuses no producer); added after the conv, it joins the
+    elementwise epilogue. A conv of too few channels for img2col keeps it (a direct conv computes its init)."""
+    x = torch.randn(2, 3, 9, 8, dtype=torch.float64)
+    for channels, decomposed in ((64, True), (16, False)):
+        weight = torch.randn(*((3, channels) if transposed else (channels, 3)), 3, 3, dtype=torch.float64)
+        args = (x, weight, torch.randn(channels, dtype=torch.float64), [1, 1], [1, 0], [1, 1], transposed, [0, 0], 1)
+        got = convolution_decomposition(*args)
+        assert (got is not NotImplemented) == decomposed
+        if decomposed:
+            assert torch.allclose(got, torch.ops.aten.convolution(*args), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("dims, out_channels, dilation, groups, transposed", [
     (2, 64, 1, 1, False), (2, 64, 1, 1, True), (3, 16, 1, 1, False), (3, 64, 2, 1, False), (3, 64, 1, 2, False),
     (1, 32, 1, 1, True), (3, 100, 1, 1, False)])
 def test_other_convs_are_left_to_torch_mlir(dims, out_channels, dilation, groups, transposed):
-    """2-D convs and 2-D transposed convs of stride 1; 1-D and 3-D ones that would stay direct as 2-D convs (too
-    few output channels or no multiple of 8, dilated along the 2-D conv's dims, grouped)."""
+    """2-D convs and 2-D transposed convs of stride 1 without a bias; 1-D and 3-D ones that would stay direct as
+    2-D convs (too few output channels or no multiple of 8, dilated along the 2-D conv's dims, grouped)."""
     x = torch.randn(1, 4, *[6] * dims)
     weight = torch.randn(*((4, out_channels // groups) if transposed else (out_channels, 4 // groups)), *[3] * dims)
     assert convolution_decomposition(x, weight, None, [1] * dims, [0] * dims, [dilation] * dims, transposed,

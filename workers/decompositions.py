@@ -455,11 +455,17 @@ def convolution_decomposition(x: torch.Tensor, weight: torch.Tensor, bias, strid
                               transposed: bool, output_padding, groups: int):
     """Transposed convs of stride > 1 as conv_transpose_decomposition's phases, whose convs come back here (a 1-D
     phase is made 2-D, a 3-D one stays: _TRACING_PHASES); 1-D and 3-D convs that _takes_img2col_as_2d as
-    conv_as_2d_decomposition's 2-D conv, transposed ones of stride 1 through their one phase first. Other convs
-    are left to torch-mlir."""
+    conv_as_2d_decomposition's 2-D conv, transposed ones of stride 1 through their one phase first; a 2-D conv
+    that _takes_img2col_as_2d with its bias added after it. Other convs are left to torch-mlir."""
     if transposed and any(s > 1 for s in stride):
         return conv_transpose_decomposition(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
     out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    if len(stride) == 2 and bias is not None and _takes_img2col_as_2d(out_channels, dilation, groups):
+        # the bias added after the conv, in its elementwise epilogue: as the init of a conv that img2col takes
+        # (whose matmul fuses no producer), its broadcast was a kernel of its own, writing the output's size
+        # for the matmul to read back (level2/1: a broadcast, the matmul, the epilogue over 1 GB each)
+        y = torch.ops.aten.convolution(x, weight, None, stride, padding, dilation, transposed, output_padding, groups)
+        return y + bias.reshape(1, -1, 1, 1)
     if len(stride) == 2 or not _takes_img2col_as_2d(out_channels, dilation, groups) \
             or len(stride) == 3 and _TRACING_PHASES.get():
         return NotImplemented
