@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from workers.jsonrecord import JsonRecord  # noqa: E402
-from workers.layout import LINALG_FILE, MODEL_INFO_FILE  # noqa: E402
+from workers.layout import LINALG_FILE, MODEL_INFO_FILE, REFERENCE_FILE  # noqa: E402
 
 SUITE = REPO.parent / "shared" / "kernelbench"
 LEVELS = (1, 2, 3)
@@ -409,7 +409,7 @@ def measure_all(items: list[tuple[int, Path]], out: Path, again: bool, timeout_s
 
 
 LOOP_FOLDER = "loop"  # OUT/loop/levelN/<problem>/: the loop's job folders
-LOOP_SEED = ("model.py", MODEL_INFO_FILE, LINALG_FILE, "reference_timing.json")  # from v0's job folder
+LOOP_SEED = ("model.py", MODEL_INFO_FILE, LINALG_FILE, REFERENCE_FILE)  # from v0's job folder
 
 
 def loop_row(level: int, problem: Path, job: Path) -> MeasureRow:
@@ -471,13 +471,15 @@ def loop_all(items: list[tuple[int, Path]], out: Path, iterations: int, budget_s
 
 
 MEASURE_NEEDS = ("model.py", "model_info.json", "v0/config.json", "v0/kernels.ptx", "v0/compile_result.json")
-MEASURED = ("reference_timing.json",)  # the peers' times of an earlier run, which a resumed run reuses
+MEASURED = (REFERENCE_FILE,)  # the peers' times of an earlier run, which a resumed run reuses
 
 
 def pack(items: list[tuple[int, Path]], out: Path, archive: Path) -> int:
     """What `measure` needs of each compiled problem (the rows and MEASURE_NEEDS of its job folder), with
     what earlier measure runs left (their rows and MEASURED), as a .tar.xz to carry to a GPU node, which
-    unpacks it in its working tree. Returns the problems packed."""
+    unpacks it in its working tree. A job folder without peer times of its own takes another tree's
+    (sibling_peer_times): the peers' times depend on the model alone, and torch.compile's compilation is
+    most of a GPU node's time per problem. Returns the problems packed."""
     import tarfile
 
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -492,8 +494,22 @@ def pack(items: list[tuple[int, Path]], out: Path, archive: Path) -> int:
                        if path.exists()]
             for path in (row, *(job / name for name in MEASURE_NEEDS), *earlier):
                 tar.add(path, arcname=str(path.relative_to(out.parent)))
+            if not (job / REFERENCE_FILE).exists() and (peers := sibling_peer_times(out, job)) is not None:
+                tar.add(peers, arcname=str((job / REFERENCE_FILE).relative_to(out.parent)))
             packed += 1
     return packed
+
+
+def sibling_peer_times(out: Path, job: Path) -> Path | None:
+    """The newest peer times (REFERENCE_FILE) that another tree beside `out` (a folder of `--out` trees, as
+    kb/s29 and kb/s32) holds for the same model: the same job path there, its model.py byte for byte the
+    same. The GPU node times the peers anew where the times are another device's."""
+    model = (job / "model.py").read_bytes()
+    relative = job.relative_to(out)
+    found = [tree / relative / REFERENCE_FILE for tree in out.parent.iterdir() if tree != out and tree.is_dir()]
+    found = [path for path in found if path.exists() and (path.parent / "model.py").exists()
+             and (path.parent / "model.py").read_bytes() == model]
+    return max(found, key=lambda path: path.stat().st_mtime, default=None)
 
 
 def _us(timing) -> float:

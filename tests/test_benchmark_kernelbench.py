@@ -14,6 +14,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import kernelbench  # noqa: E402
 from kernelbench import CompileRow, MeasureRow, measure_table  # noqa: E402
+from workers.layout import REFERENCE_FILE  # noqa: E402
 
 BREADTH = REPO / "tests" / "data" / "breadth"
 
@@ -47,6 +48,28 @@ def test_compile_records_a_row_per_problem_resumes_and_packs_what_a_gpu_node_nee
     harness("pack", *models, "--out", str(out), "--to", str(tmp_path / "jobs.tar.xz"))
     with tarfile.open(tmp_path / "jobs.tar.xz") as tar:
         assert {"kb/level0/mse_loss.measure.json", "kb/level0/mse_loss/reference_timing.json"} <= set(tar.getnames())
+
+
+def test_a_tree_without_peer_times_packs_another_trees_for_the_same_model(tmp_path):
+    """torch.compile's compilation is most of a GPU node's time per problem: a tree compiled after a change to the
+    compile stage (kb/new beside kb/old) carries the peer times that kb/old's measurement left, for a model.py
+    that is the same byte for byte, and none where the model differs."""
+    model = str(BREADTH / "mse_loss.py")
+    old, new = tmp_path / "kb" / "old", tmp_path / "kb" / "new"
+    for tree in (old, new):
+        assert harness("compile", model, "--out", str(tree)).returncode == 0
+    (old / "level0" / "mse_loss" / REFERENCE_FILE).write_text('{"device": "H100"}')
+    archive = tmp_path / "jobs.tar.xz"
+
+    def packed_peers() -> bytes | None:
+        assert harness("pack", model, "--out", str(new), "--to", str(archive)).returncode == 0
+        with tarfile.open(archive) as tar:
+            name = f"new/level0/mse_loss/{REFERENCE_FILE}"
+            return tar.extractfile(name).read() if name in tar.getnames() else None
+
+    assert packed_peers() == b'{"device": "H100"}'
+    (old / "level0" / "mse_loss" / "model.py").write_text("# another model\n")
+    assert packed_peers() is None
 
 
 def test_keep_lowering_compiles_v0_anew_on_the_recorded_lowering(tmp_path):

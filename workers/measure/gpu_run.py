@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from workers.atomic import write_text
 from workers.jsonrecord import JsonRecord
-from workers.layout import version_dir
+from workers.layout import REFERENCE_FILE, version_dir
 from workers.measure.launch import (DEVICE_MALLOC_HINT, TORCH_DTYPES, allocation_order, calls_device_malloc,
                                     check_config, launch_order, model_file, pack_args, parameter_buffer)
 from workers.measure.tensor_map import encode as encode_tensor_map
@@ -32,7 +32,6 @@ from workers.records import STATIC_SHARED_BYTES, LaunchConfig, Timing
 
 # How the parent starts this module (ncu wraps the same command with --once).
 COMMAND = [sys.executable, "-m", "workers.measure.gpu_run"]
-REFERENCE_FILE = "reference_timing.json"  # eager and torch.compile times, measured once per job and GPU
 CORRECTNESS_DRAWS = 3  # input draws every output is checked on (KernelBench checks 5)
 KERNEL_RUNS = 5  # timed runs of each kernel alone (Runner.time_kernels): a breakdown, not the run's time
 
