@@ -75,10 +75,10 @@ def prepare(root: tb.Handle) -> tb.Handle:
     run 10). tensor.concat (torch.cat) becomes one insert_slice per piece, each then a copy kernel;
     tensor.pad a fill plus a linalg.copy into the padded buffer, so that the padding runs in a kernel instead
     of a memref.copy on the host; the fill of a padded buffer (a pad's, a transposed conv's dilated input's)
-    over one loop of the whole buffer (`flatten_elementwise`), whose
-    threads then store 128-bit vectors (rows of 65 or 114 had scalar stores: SqueezeNet's 69 MB fill ran at 54
-    GB/s), generalized so that canonicalization does not fold the reshape back into a fill of the padded shape
-    (FoldFillWithTensorReshape); unit dims of generic ops are folded away."""
+    runs over one loop of the whole buffer (`flatten_elementwise`), its threads storing 128-bit vectors (rows
+    of 65 or 114 had scalar stores: SqueezeNet's 69 MB fill ran at 54 GB/s), generalized so that
+    canonicalization does not fold the reshape back into a fill of the padded shape (FoldFillWithTensorReshape);
+    unit dims of generic ops are folded away."""
     funcs = tb.match(root, ["func.func"], name="funcs")
     symbol = lambda name: ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(name)])  # noqa: E731
     func = transform.ForeachMatchOp(tb.any_op(), [], funcs, [], symbol(MATCH_TRANSPOSED_RHS),
