@@ -82,12 +82,11 @@ SIMT_VARIANTS = [
             {"block_tile": [64, 64], "thread_tile": [4, 4], "reduction_tile": 32}),
 ]
 # the staged tiles filled by cp.async, 2 or 3 K steps in flight (nvgpu's software pipelining, as mma.sync's; the
-# thread's reads of its staged operands proven 128-bit aligned through the rotated buffers). On the H100
-# (2026-12-07, a run of 8 columns per thread; its record cut short, the rows from its log): 4096^3 f32 0.97x and
-# 0.96x of v0 for 2 and 3 steps, 0.97x with K16: the copies' latency was not what held the kernel at 0.72x
-# of cuBLAS
+# thread's reads of its staged operands proven 128-bit aligned through the rotated buffers). v0 keeps 2 steps in
+# flight where the matmul is alone in its kernel and its operands are staged as they are (4096^3 f32, H100,
+# 2026-12-08: 1.07x over synchronous staging, whose Nsight Compute stalls were its loads and barriers; 0.97x on
+# 2026-12-07, before the interleaved columns); a Linear's staged W.T or a fused epilogue stays synchronous
 PIPELINED_SIMT_VARIANTS = [
-    Variant("staged, 2 K steps in flight (cp.async)", "matmul", {"pipeline_depth": 2}),
     Variant("staged, 3 K steps in flight", "matmul", {"pipeline_depth": 3}),
     Variant("staged, K16, 2 K steps in flight", "matmul", {"reduction_tile": 16, "pipeline_depth": 2}),
     Variant("staged, 2 K steps in flight in 3 buffers, copies ahead of the FMAs", "matmul",
@@ -95,8 +94,16 @@ PIPELINED_SIMT_VARIANTS = [
     Variant("the same, registers capped for 2 blocks per SM", "matmul",
             {"pipeline_depth": 2, "copies_ahead": True, "min_blocks_per_sm": 2}),
 ]
-# the run of columns first, then the pipelined ones: a short run measures those
-LARGE_SIMT_VARIANTS = SIMT_VARIANTS[:1] + PIPELINED_SIMT_VARIANTS + SIMT_VARIANTS[1:]
+SYNCHRONOUS = Variant("synchronous staging (v0 before 2026-12-08)", "matmul", {"pipeline_depth": 0})
+TWO_STEPS = Variant("staged, 2 K steps in flight (cp.async)", "matmul", {"pipeline_depth": 2})
+
+
+def large_simt_variants(pipelined_v0: bool) -> list[Variant]:
+    """The run of columns first, then the pipelined ones (a short run measures those); against a pipelined v0
+    its synchronous staging, against a synchronous one its 2 steps in flight."""
+    return SIMT_VARIANTS[:1] + [SYNCHRONOUS if pipelined_v0 else TWO_STEPS] + PIPELINED_SIMT_VARIANTS + SIMT_VARIANTS[1:]
+
+
 # the zoo's small f16 matmuls keep mma.sync v0 (128x64 blocks of two 64x64 warps, K32, 3 stages): wgmma's
 # 128x128 blocks would not fill the GPU
 SMALL_MMA_VARIANTS = [
@@ -215,14 +222,14 @@ SWEEPS = {
     "linear_f16": Sweep(ZOO / "linear_f16.py", SMALL_MMA_VARIANTS),
     "linear_bias_f16": Sweep(ZOO / "linear_bias_f16.py", SMALL_MMA_VARIANTS[:1]),
     "matmul4096_tf32": Sweep(MODELS / "matmul4096_f32.py", TF32_VARIANTS, tf32=True),
-    "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", LARGE_SIMT_VARIANTS),
-    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", LARGE_SIMT_VARIANTS),
+    "matmul4096_f32": Sweep(MODELS / "matmul4096_f32.py", large_simt_variants(pipelined_v0=True)),
+    "gemm_add_relu": Sweep(MODELS / "gemm_add_relu.py", large_simt_variants(pipelined_v0=False)),
     # the same variants on bmm's loops (batch, m, n, k): a block per batch, no threads along it; its v0 is the
     # staged 64x64 blocks (128x128 and 128x64 ones would not fill the GPU)
     "matmul_batched": Sweep(ZOO / "matmul_batched.py", [
         Variant(x.name, x.family, {k: [1 if k == "block_tile" else 0, *v] if isinstance(v, list) else v
                                    for k, v in x.fields.items()})
-        for x in SIMT_VARIANTS[1:-1] + PIPELINED_SIMT_VARIANTS]),
+        for x in SIMT_VARIANTS[1:-1] + [SYNCHRONOUS] + PIPELINED_SIMT_VARIANTS]),
     "matmul4096_bf16": Sweep(MODELS / "matmul4096_bf16.py", MMA_VARIANTS),
     "mlp": Sweep(ZOO / "mlp.py", SMALL_MATMUL_VARIANTS),
     "vit_tokens_matmul": Sweep(MODELS / "vit_tokens_matmul.py", MASKED_VARIANTS),

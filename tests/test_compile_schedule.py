@@ -12,7 +12,8 @@ from conftest import lower_zoo
 
 from workers.compile import ScheduleError, apply_edit, compile_iteration, initial_params
 from workers.compile.pipeline import PassPipeline
-from workers.compile.schedule.templates import chunk_k_step, default_op_schedule, split_k_to_fill_the_grid
+from workers.compile.schedule.templates import (STAGED_SIMT_STAGES, chunk_k_step, default_op_schedule,
+                                                split_k_to_fill_the_grid)
 from workers.compile.schedule.tiles import block_dims, threads_per_loop
 from workers.records import OpInfo, OpSchedule, ScheduleEdit
 
@@ -82,10 +83,11 @@ def test_tiles_that_leave_a_partial_block_or_k_step_are_refused_unless_masked(jo
     fused = compile_iteration(mlp, 5, apply_edit(initial_params(mlp), ScheduleEdit(3, "reduction_tile", 24)))
     assert (fused.ok, fused.stage) == (False, "schedule") and "must divide the reduction loop" in fused.error
     job = str(jobs / "matmul_square")
-    unvectorized = apply_edit(initial_params(job), ScheduleEdit(1, "vectorize", False))
+    synchronous = apply_edit(initial_params(job), ScheduleEdit(1, "pipeline_depth", 0))  # cp.async: whole tiles
+    unvectorized = apply_edit(synchronous, ScheduleEdit(1, "vectorize", False))
     partial = compile_iteration(job, 6, apply_edit(unvectorized, ScheduleEdit(1, "block_tile", [48, 64, 0])))
     assert (partial.ok, partial.stage) == (False, "schedule") and "not divided evenly" in partial.error
-    unstaged = apply_edit(initial_params(job), ScheduleEdit(1, "promote_shared", False))
+    unstaged = apply_edit(synchronous, ScheduleEdit(1, "promote_shared", False))
     masked = compile_iteration(job, 7, apply_edit(unstaged, ScheduleEdit(1, "reduction_tile", 24)))
     assert masked.ok, masked.error
     assert "selp.f32" in (jobs / "matmul_square" / "v7" / "kernels.ptx").read_text()
@@ -124,9 +126,11 @@ def _ptx_counts(vdir) -> dict[str, int]:
 def test_promote_shared_stages_a_simt_matmuls_operand_tiles_in_shared_memory(jobs):
     """The 1024^2 f32 matmul's block copies each K step's A and B tiles into shared memory with 128-bit
     loads, its threads read their register tiles from there, and each thread's accumulators stay in
-    registers across the K loop (v0 stages it): an eighth of the unstaged kernel's global loads, none through local memory."""
+    registers across the K loop (v0 stages it, with 2 K steps in flight by cp.async; here synchronously): an
+    eighth of the unstaged kernel's global loads, none through local memory."""
     job = jobs / "matmul_square"
-    staged = initial_params(str(job))
+    v0 = initial_params(str(job))
+    staged = apply_edit(v0, ScheduleEdit(v0.ops[0].op_index, "pipeline_depth", 0))
     params = apply_edit(staged, ScheduleEdit(staged.ops[0].op_index, "promote_shared", False))
     for version, p in ((20, params), (21, staged)):
         assert compile_iteration(str(job), version, p).ok
@@ -142,11 +146,13 @@ def test_pipeline_depth_fills_a_staged_simt_matmuls_tiles_by_cp_async_steps_ahea
     software-pipelined with two barriers a step (the one between A's and B's copies dropped), the threads'
     reads of the rotated buffers still 128-bit (farm-align-global-vector-accesses: LLVM proves no alignment
     through the loop's block arguments, and split them into scalar loads); with copies_ahead one barrier a
-    step. An img2col conv (a gather) and a partial tile take no pipeline."""
+    step. An img2col conv (a gather) and a partial tile take no pipeline. v0 keeps STAGED_SIMT_STAGES steps in
+    flight: the matmul is alone in its kernel, its operands staged as they are."""
     job = jobs / "matmul_square"
-    staged = initial_params(str(job))
-    op = staged.ops[0].op_index
-    pipelined = apply_edit(staged, ScheduleEdit(op, "pipeline_depth", 2))
+    pipelined = initial_params(str(job))
+    op = pipelined.ops[0].op_index
+    assert pipelined.ops[0].pipeline_depth == STAGED_SIMT_STAGES == 2
+    staged = apply_edit(pipelined, ScheduleEdit(op, "pipeline_depth", 0))
     ahead = apply_edit(pipelined, ScheduleEdit(op, "copies_ahead", True))
     for version, p in ((24, staged), (25, pipelined), (26, ahead)):
         assert compile_iteration(str(job), version, p).ok

@@ -424,6 +424,12 @@ STAGED_SIMT_TILES = (((128, 128), (8, 8), 8), ((128, 64), (8, 4), 16), ((64, 64)
 # where none divides, a matmul alone in its kernel takes the first whose grid fills the GPU with its tiles
 # padded (their loops' extents filling the last in part), if the padded tiles add at most this much work
 STAGED_PADDING_WORK = 1.25
+# K steps a staged SIMT matmul of whole tiles keeps in flight (pipeline_depth: its tiles copied by cp.async).
+# Nsight Compute on the synchronous v0 (4096^3 f32, H100, schedule_sweep_h200.md 2026-12-08 00:32): a third of
+# its issue slots idle, stalled on its global loads and its barriers; 2 steps in flight 1.07x over it in that
+# run (0.97x before its columns were interleaved, 2026-12-07). One measurement, of a matmul alone in its kernel
+# whose operands are staged as they are: only such kernels take it (kb/s33base holds them synchronous for an A/B)
+STAGED_SIMT_STAGES = 2
 
 
 # a matmul whose output loops have no divisor near a register-tiled block (ViT's 197 tokens, Swin's 49 per

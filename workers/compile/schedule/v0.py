@@ -16,7 +16,7 @@ from workers.compile.schedule.templates import (MERGE_LOADS, wants_split, wants_
                                                 partial_matmul_schedule, warp_aligned_blocks, packed_short_rows,
                                                 row_kernel_threads, row_kernel_step, row_block_tile,
                                                 block_per_output, block_reduction_threads, STAGED_SIMT_TILES,
-                                                STAGED_PADDING_WORK, direct_conv_tiles)
+                                                STAGED_PADDING_WORK, STAGED_SIMT_STAGES, direct_conv_tiles)
 from workers.compile.schedule.staged_matmul import plan_staged_matmul
 from workers.compile.schedule.tiles import largest_divisor_at_most, grid_blocks, vector_elements
 from workers.compile.schedule.validation import scalar_partial_tiles
@@ -182,7 +182,9 @@ def staged_simt_schedule(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
     shared memory, in the first STAGED_SIMT_TILES entry that divides its two thread loops and K, fills the
     GPU and that the staging plan takes, a thread's columns interleaved across the block where they are
     several 128-bit vectors (interleave_columns; whole tiles); else, for a matmul alone in its kernel, the
-    first that fills the GPU with padded tiles within STAGED_PADDING_WORK; None where none does."""
+    first that fills the GPU with padded tiles within STAGED_PADDING_WORK; None where none does. A matmul of
+    whole tiles alone in its kernel, its operands staged as they are, keeps STAGED_SIMT_STAGES K steps in
+    flight where the staging plan takes them (the case measured)."""
     anchor = facts[g.anchor].info
     dims = [d for d, t in enumerate(schedule.thread_tile) if t]
     reductions = reduction_extents(facts[reduction_member(g, facts)].info)
@@ -205,10 +207,17 @@ def staged_simt_schedule(schedule: OpSchedule, g: Group, facts: list[LinalgOpFac
         if grid_blocks(staged, anchor) < target.sms:
             continue
         try:
-            plan_staged_matmul(staged, g, facts, target)
+            plan = plan_staged_matmul(staged, g, facts, target)
         except ValueError:
             continue
-        return staged
+        if plan.epilogue is not None or plan.transposed:  # not measured pipelined: a Linear's W.T, an epilogue
+            return staged
+        pipelined = dataclasses.replace(staged, pipeline_depth=STAGED_SIMT_STAGES)
+        try:
+            plan_staged_matmul(pipelined, g, facts, target)
+        except ValueError:
+            return staged
+        return pipelined
     return None
 
 
